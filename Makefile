@@ -1,0 +1,121 @@
+# gpuops.reclaim — set up, demonstrate and test the collection.
+#
+#   make demo   set everything up and free the GPUs of a simulated 8-GPU host
+#   make test   set everything up and run every test
+#
+# Both targets install what they need (Debian packages, a Python venv, the
+# simulated host image) and reuse it on the next run.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(CURDIR)
+VENV := $(ROOT)/.venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+SIMHOST := $(ROOT)/tests/simhost/simhost
+TEST_TREE := $(ROOT)/build/ansible-test/ansible_collections/gpuops/reclaim
+SANITY_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/build/collections
+export ANSIBLE_HOME := $(ROOT)/build/ansible-home
+export ANSIBLE_LOCAL_TEMP := $(ROOT)/build/ansible-home/tmp
+export ANSIBLE_FORCE_COLOR ?= 0
+export PATH := $(BIN):$(PATH)
+export LC_ALL := C.UTF-8
+
+# Every molecule scenario except the shared utilities folder.
+SCENARIOS ?= $(sort $(filter-out utils,$(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml)))))
+
+.PHONY: help
+help:
+	@echo "make demo    free the GPUs of the built-in simulated 8-GPU host"
+	@echo "make test    run every test (unit, sanity, lint, changelog, docs, molecule)"
+	@echo "make bench   run the CPU-side benchmarks and write bench/results/latest.json"
+
+# --- set-up ---------------------------------------------------------------
+
+$(BIN)/.installed: test-requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r test-requirements.txt
+	touch $@
+
+.PHONY: venv
+venv: $(BIN)/.installed
+
+.PHONY: tree
+tree: venv
+	@scripts/collection-tree >/dev/null
+
+.PHONY: testbed
+testbed: venv tree
+	$(SIMHOST) setup
+
+# --- tests ----------------------------------------------------------------
+
+.PHONY: units
+units: tree
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/build/collections $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+# ansible-test downloads a pip bootstrap script from a host that may be out of
+# reach; seed its cache with a stand-in that uses the standard library's pip.
+ANSIBLE_TEST_GET_PIP := $(HOME)/.ansible/test/cache/get_pip_24_2.py
+$(ANSIBLE_TEST_GET_PIP): scripts/get-pip-offline.py
+	mkdir -p $(dir $@)
+	cp $< $@
+
+.PHONY: sanity
+sanity: tree $(ANSIBLE_TEST_GET_PIP)
+	cd $(TEST_TREE) && $(BIN)/ansible-test sanity --venv --python $(SANITY_PYTHON) --color no $(SANITY_ARGS)
+
+.PHONY: lint
+lint: venv
+	$(BIN)/ansible-lint --offline --profile production
+
+.PHONY: changelog-lint
+changelog-lint: venv
+	$(BIN)/antsibull-changelog lint
+
+# Build the collection tarball, install it into a scratch path, and check that
+# every module's documentation renders from the installed copy.
+.PHONY: docs
+docs: venv
+	rm -rf build/dist build/installed
+	mkdir -p build/dist build/installed
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
+	$(BIN)/ansible-galaxy collection install --force -p build/installed build/dist/gpuops-reclaim-*.tar.gz
+	for module in $$(ls plugins/modules/*.py 2>/dev/null | xargs -rn1 basename | sed 's/\.py$$//'); do \
+	  ANSIBLE_COLLECTIONS_PATH=$(ROOT)/build/installed $(BIN)/ansible-doc gpuops.reclaim.$$module >/dev/null; \
+	  echo "ansible-doc gpuops.reclaim.$$module: ok"; \
+	done
+
+.PHONY: molecule
+molecule: testbed
+	for scenario in $(SCENARIOS); do \
+	  echo "=== molecule scenario $$scenario"; \
+	  $(BIN)/molecule test -s $$scenario || exit 1; \
+	done
+
+.PHONY: test
+test: venv tree units sanity lint changelog-lint docs molecule
+	@echo "make test: all passed"
+
+# --- demonstration ---------------------------------------------------------
+
+.PHONY: demo
+demo: testbed
+	scripts/demo
+
+.PHONY: bench
+bench: testbed
+	$(BIN)/python bench/run.py
+
+.PHONY: gpu-acceptance
+gpu-acceptance:
+	tests/gpu/run
+
+.PHONY: clean
+clean:
+	-$(SIMHOST) down --all-created 2>/dev/null
+	rm -rf build tests/output
