@@ -1,0 +1,430 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Holder records: the NVML and /proc views merged, with kind and protection.
+
+How the two views are combined
+------------------------------
+* NVML lists compute, graphics and MPS processes with their memory.
+* ``/proc/PID/fd`` of every process shows who holds ``/dev/nvidiaN`` open,
+  including NVML-only clients (monitors, exporters, this module itself) that
+  no NVML list shows. ``N`` is the device minor number, which NVML maps to a
+  GPU index (``nvmlDeviceGetMinorNumber``); without NVML the index *is* the
+  minor number.
+* ``/proc/PID/maps`` is read only where it can add something: for processes
+  NVML lists but whose fds show no GPU node. Reading the maps of every
+  process costs more than the whole fd scan, and a process with a GPU
+  context keeps its fds open, so by default (``maps="nvml"``) the full maps
+  scan is not done; ``maps="all"`` does it and ``maps="none"`` never reads
+  maps.
+
+Full records (psutil's create_time, user, title, executable, cgroup) are built
+only for the holders found, never for every process.
+
+This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import os
+import pwd
+import traceback
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+
+try:
+    import psutil
+except ImportError:
+    psutil = None
+    HAS_PSUTIL = False
+    PSUTIL_IMP_ERR = traceback.format_exc()
+else:
+    HAS_PSUTIL = True
+    PSUTIL_IMP_ERR = None
+
+# Executables that serve the GPUs rather than use them. Stopping one breaks
+# monitoring, persistence or the display, and frees nothing a model needs.
+DEFAULT_PROTECTED_EXECUTABLES = (
+    'nvidia-persistenced',
+    'nv-hostengine',
+    'dcgm-exporter',
+    'nv-fabricmanager',
+    'nvidia-fabricmanager',
+    'nvidia-device-plugin',
+    'gpu-feature-discovery',
+    'Xorg',
+    'Xwayland',
+)
+
+# Options shared by every module that may act on holders; documented by the
+# doc fragment gpuops.reclaim.protection.
+PROTECTION_ARGUMENT_SPEC = dict(
+    protect=dict(type='list', elements='str', default=[]),
+    unprotect=dict(type='list', elements='str', default=[]),
+)
+
+MAPS_MODES = ('none', 'nvml', 'all')
+
+REASON_PID_1 = 'pid 1'
+REASON_KERNEL_THREAD = 'kernel thread'
+REASON_SELF = 'self or ancestor of this module'
+
+# Parents that adopt orphans besides PID 1 (user managers are subreapers).
+SUBREAPER_NAMES = ('systemd',)
+
+
+class Snapshot:
+    """The result of one discovery.
+
+    ``gpus``: GPU records (scoped to the selected GPUs), ``holders``: holder
+    records sorted by PID, ``unreadable``: how many processes could not be
+    inspected, ``unreadable_pids``: which, ``warnings``: text for the user.
+    """
+
+    def __init__(self, gpus, holders, unreadable_pids, warnings, nvml_available,
+                 driver_version=None, vanished=0):
+        self.gpus = gpus
+        self.holders = holders
+        self.unreadable_pids = sorted(unreadable_pids)
+        self.unreadable = len(self.unreadable_pids)
+        self.warnings = warnings
+        self.nvml_available = nvml_available
+        self.driver_version = driver_version
+        self.vanished = vanished
+
+    def summary(self):
+        """``8 GPUs, 9 holders (8 compute, 1 client), 768 GiB held``."""
+        compute = sum(1 for holder in self.holders if holder['kind'] == 'compute')
+        client = len(self.holders) - compute
+        memory_mib = sum(holder['memory_mib'] for holder in self.holders)
+        return '%s, %s (%d compute, %d client), %s held' % (
+            _plural(len(self.gpus), 'GPU'), _plural(len(self.holders), 'holder'),
+            compute, client, format_mib(memory_mib))
+
+
+def _plural(count, word):
+    return '%d %s%s' % (count, word, '' if count == 1 else 's')
+
+
+def format_mib(mib):
+    """``768 GiB``, ``1.5 GiB`` or ``600 MiB``."""
+    if mib >= 1024:
+        gib = mib / 1024.0
+        if gib == int(gib):
+            return '%d GiB' % gib
+        return '%.1f GiB' % gib
+    return '%d MiB' % mib
+
+
+def self_and_ancestors(pid=None, proc_root=_procfs.PROC_ROOT):
+    """PIDs of ``pid`` (default: this process) and every ancestor up to PID 1."""
+    if pid is None:
+        pid = os.getpid()
+    found = set()
+    while pid and pid not in found:
+        found.add(pid)
+        try:
+            pid = _procfs.read_stat(pid, proc_root)['ppid']
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def _matches(name, patterns):
+    for pattern in patterns:
+        if name == pattern or fnmatch.fnmatchcase(name, pattern):
+            return pattern
+    return None
+
+
+def protection(pid, executable, kernel_thread=False, is_self=False, protect=(), unprotect=()):
+    """``(protected, reason)`` for a process.
+
+    ``executable`` is the basename of /proc/PID/exe (or comm when exe is
+    unreadable): never the title, which any process may set. ``protect``
+    adds names or fnmatch globs; ``unprotect`` removes default names (names or
+    globs), but never PID 1, kernel threads, or this module and its ancestors.
+    """
+    if pid == 1:
+        return True, REASON_PID_1
+    if kernel_thread:
+        return True, REASON_KERNEL_THREAD
+    if is_self:
+        return True, REASON_SELF
+    if executable:
+        if executable in DEFAULT_PROTECTED_EXECUTABLES and not _matches(executable, unprotect):
+            return True, 'default protected executable %s' % executable
+        if _matches(executable, protect):
+            return True, 'user protected executable %s' % executable
+    return False, None
+
+
+def classify_kind(nvml_types, memory_mib, holds_uvm):
+    """``compute`` for a process with a GPU context, memory or nvidia-uvm; else ``client``."""
+    if nvml_types or memory_mib or holds_uvm:
+        return 'compute'
+    return 'client'
+
+
+def _user_name(uid):
+    if uid is None:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _create_time(pid, stat, proc_root):
+    if psutil is not None and proc_root == _procfs.PROC_ROOT:
+        try:
+            return psutil.Process(pid).create_time()
+        except psutil.Error:
+            pass
+    # Without psutil (or on a captured /proc), the same formula psutil uses.
+    try:
+        with open('%s/stat' % proc_root) as handle:
+            for line in handle:
+                if line.startswith('btime '):
+                    boot_time = float(line.split()[1])
+                    break
+            else:
+                return None
+        return boot_time + stat['starttime'] / float(os.sysconf('SC_CLK_TCK'))
+    except (OSError, ValueError):
+        return None
+
+
+def _gpu_from_dev(minor):
+    return {
+        'index': minor, 'uuid': None, 'name': None, 'minor': minor, 'pci_bus_id': None,
+        'memory_total_mib': None, 'memory_used_mib': None, 'memory_reserved_mib': None,
+        'persistence_mode': None, 'display_active': None, 'holder_pids': [],
+    }
+
+
+def _dev_minors(dev_dir):
+    minors = set()
+    try:
+        names = os.listdir(dev_dir)
+    except OSError:
+        return minors
+    for name in names:
+        kind = _procfs.classify_device_path(dev_dir.rstrip('/') + '/' + name, dev_dir)
+        if kind and kind[0] == 'gpu':
+            minors.add(kind[1])
+    return minors
+
+
+def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
+                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR):
+    """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
+
+    ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
+    """
+    stat = _procfs.read_stat(pid, proc_root)
+    try:
+        status = _procfs.read_status(pid, proc_root)
+    except PermissionError:
+        status = {}
+    try:
+        title = _procfs.read_cmdline(pid, proc_root)
+    except PermissionError:
+        title = ''
+    try:
+        cgroup = _procfs.read_cgroup(pid, proc_root)
+    except PermissionError:
+        cgroup = {'systemd_unit': None, 'container': None}
+    wchan = _procfs.read_wchan(pid, proc_root)
+    exe = _procfs.read_exe(pid, proc_root)
+
+    indices = set(nvml_entries)
+    holds_uvm = False
+    for path in device_paths:
+        kind = _procfs.classify_device_path(path, dev_dir)
+        if kind is None:
+            continue
+        if kind[0] == 'gpu' and kind[1] in minor_to_index:
+            indices.add(minor_to_index[kind[1]])
+        elif kind[0] == 'uvm':
+            holds_uvm = True
+
+    nvml_types = set()
+    gpu_memory = {}
+    for index, entry in nvml_entries.items():
+        nvml_types |= entry['types']
+        gpu_memory[str(index)] = entry['memory_mib'] or 0
+    memory_mib = sum(gpu_memory.values())
+
+    uid = _procfs.status_uid(status)
+    executable = os.path.basename(exe) if exe else stat['comm']
+    is_self = pid in ancestors
+    protected, reason = protection(pid, executable, stat['kernel_thread'], is_self, protect, unprotect)
+    ppid = stat['ppid']
+    orphaned = ppid == 1
+    if not orphaned and ppid > 1:
+        try:
+            orphaned = _procfs.read_stat(ppid, proc_root)['comm'] in SUBREAPER_NAMES
+        except (OSError, ValueError, IndexError):
+            orphaned = False
+    ordered = sorted(indices)
+    return {
+        'pid': pid,
+        'ppid': ppid,
+        'user': _user_name(uid),
+        'uid': uid,
+        'name': stat['comm'],
+        'title': title,
+        'exe': exe,
+        'create_time': _create_time(pid, stat, proc_root),
+        'state': stat['state_name'],
+        'wchan': wchan,
+        'gpus': ordered,
+        'gpu_uuids': [gpus_by_index[index].get('uuid') for index in ordered if index in gpus_by_index],
+        'gpu_memory_mib': gpu_memory,
+        'memory_mib': memory_mib,
+        'nvml_types': sorted(nvml_types),
+        'device_paths': sorted(device_paths),
+        'kind': classify_kind(nvml_types, memory_mib, holds_uvm),
+        'systemd_unit': cgroup['systemd_unit'],
+        'container': cgroup['container'],
+        'protected': protected,
+        'protected_reason': reason,
+        'is_self': is_self,
+        'sigterm_ignored': _procfs.sigterm_ignored(status),
+        'orphaned': orphaned,
+    }
+
+
+def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
+             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None):
+    """Every process that holds a selected GPU, merged from NVML and /proc.
+
+    ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
+    the /proc view alone is used and GPU indices are device minor numbers).
+    ``gpu_indices`` limits the result to those GPUs (None: all). ``dev_dir``
+    and ``maps`` exist for tests and benchmarks; modules keep the defaults.
+    Returns a ``Snapshot``.
+    """
+    if maps not in MAPS_MODES:
+        raise ValueError('maps must be one of %s; got: %r' % (', '.join(MAPS_MODES), maps))
+    warnings = list(getattr(nvml_view, 'warnings', None) or [])
+    protect = tuple(protect or ())
+    unprotect = tuple(unprotect or ())
+
+    unknown_unprotect = [name for name in unprotect
+                         if not any(fnmatch.fnmatchcase(default, name) for default in DEFAULT_PROTECTED_EXECUTABLES)]
+    if unknown_unprotect:
+        warnings.append('unprotect names no default protected executable: %s (defaults: %s)' % (
+            ', '.join(unknown_unprotect), ', '.join(DEFAULT_PROTECTED_EXECUTABLES)))
+
+    # GPUs and the minor -> index map.
+    if nvml_view is not None and nvml_view.available:
+        gpus = [dict(gpu) for gpu in nvml_view.gpus]
+        nvml_processes = nvml_view.processes or {}
+    else:
+        gpus = [_gpu_from_dev(minor) for minor in sorted(_dev_minors(dev_dir))]
+        nvml_processes = {}
+    minor_to_index = dict((gpu['minor'], gpu['index']) for gpu in gpus if gpu.get('minor') is not None)
+
+    # The /proc view: one pass over every process's fds.
+    fd_holders, unreadable, vanished = _procfs.scan_device_holders(proc_root, dev_dir)
+    unreadable = set(unreadable)
+
+    if not (nvml_view is not None and nvml_view.available):
+        # Without NVML, every /dev/nvidiaN held is a GPU, even if its node is gone.
+        for paths in fd_holders.values():
+            for path in paths:
+                kind = _procfs.classify_device_path(path, dev_dir)
+                if kind and kind[0] == 'gpu' and kind[1] not in minor_to_index:
+                    gpus.append(_gpu_from_dev(kind[1]))
+                    minor_to_index[kind[1]] = kind[1]
+        gpus.sort(key=lambda gpu: gpu['index'])
+
+    # NVML entries per PID.
+    per_pid = {}
+    for index, processes in nvml_processes.items():
+        for pid, entry in processes.items():
+            per_pid.setdefault(pid, {})[index] = entry
+
+    prefix = dev_dir.rstrip('/') + '/nvidia'
+    maps_candidates = set()
+    if maps == 'nvml':
+        maps_candidates = set(per_pid) - set(fd_holders)
+    elif maps == 'all':
+        maps_candidates = set(_procfs.iter_pids(proc_root)) - set(fd_holders)
+    for pid in maps_candidates:
+        try:
+            mapped = _procfs.maps_device_paths(pid, prefix, proc_root)
+        except PermissionError:
+            unreadable.add(pid)
+            continue
+        except OSError:
+            continue
+        if mapped:
+            fd_holders[pid] = mapped
+
+    unmatched_minors = set()
+    for paths in fd_holders.values():
+        for path in paths:
+            kind = _procfs.classify_device_path(path, dev_dir)
+            if kind and kind[0] == 'gpu' and kind[1] not in minor_to_index:
+                unmatched_minors.add(kind[1])
+    if unmatched_minors:
+        warnings.append('processes hold %s, which match no GPU that NVML reports; those nodes are ignored'
+                        % ', '.join('%s%d' % (prefix, minor) for minor in sorted(unmatched_minors)))
+
+    # Candidate holders: whatever NVML lists, plus whoever holds a GPU node.
+    candidates = set(per_pid)
+    for pid, paths in fd_holders.items():
+        for path in paths:
+            kind = _procfs.classify_device_path(path, dev_dir)
+            if kind and kind[0] == 'gpu' and kind[1] in minor_to_index:
+                candidates.add(pid)
+                break
+
+    ancestors = self_and_ancestors(self_pid, proc_root if self_pid is not None else _procfs.PROC_ROOT)
+    gpus_by_index = dict((gpu['index'], gpu) for gpu in gpus)
+    selected = set(gpus_by_index) if gpu_indices is None else set(gpu_indices)
+
+    holders = []
+    invisible = []
+    for pid in sorted(candidates):
+        try:
+            record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
+                                  gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir)
+        except PermissionError:
+            unreadable.add(pid)
+            continue
+        except (OSError, ValueError, IndexError):
+            if pid in per_pid:
+                invisible.append(pid)
+            else:
+                vanished += 1
+            continue
+        if selected.intersection(record['gpus']):
+            holders.append(record)
+
+    if invisible:
+        warnings.append('NVML lists PID %s, but no such process is visible in %s (it exited, or it runs '
+                        'in another PID namespace); its memory still counts on its GPU'
+                        % (', '.join(str(pid) for pid in invisible), proc_root))
+    if unreadable:
+        shown = sorted(unreadable)
+        warnings.append('%d processes could not be inspected (permission denied: PID %s%s); holders among '
+                        'them are not reported. Run as root to see every holder.'
+                        % (len(shown), ', '.join(str(pid) for pid in shown[:10]),
+                           ', ...' if len(shown) > 10 else ''))
+
+    for gpu in gpus:
+        gpu['holder_pids'] = [holder['pid'] for holder in holders if gpu['index'] in holder['gpus']]
+    scoped_gpus = [gpu for gpu in gpus if gpu['index'] in selected]
+
+    return Snapshot(scoped_gpus, holders, unreadable, warnings,
+                    nvml_available=bool(nvml_view is not None and nvml_view.available),
+                    driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished)

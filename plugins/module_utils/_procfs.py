@@ -1,0 +1,421 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Readers for /proc: stat, status, wchan, cmdline, device paths, cgroup.
+
+Everything here reads files directly (``os.scandir``, ``os.readlink``) rather
+than through psutil, because the scanner visits every process on the host and
+must stay cheaper than ``fuser``. Readers raise ``OSError`` subclasses for a
+process that vanished (``FileNotFoundError``/``ProcessLookupError``) or that
+this user may not inspect (``PermissionError``); callers decide how to count
+them.
+
+This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+
+PROC_ROOT = '/proc'
+DEV_DIR = '/dev'
+
+SIGTERM = 15
+
+# /proc/PID/stat state letters, named as psutil names them.
+STATE_NAMES = {
+    'R': 'running',
+    'S': 'sleeping',
+    'D': 'disk-sleep',
+    'Z': 'zombie',
+    'T': 'stopped',
+    't': 'tracing-stop',
+    'X': 'dead',
+    'x': 'dead',
+    'K': 'wake-kill',
+    'W': 'waking',
+    'P': 'parked',
+    'I': 'idle',
+}
+
+PF_KTHREAD = 0x00200000
+
+# Errors that mean "the process is gone": reading its files raced its exit.
+VANISHED_ERRNOS = (errno.ENOENT, errno.ESRCH)
+
+
+def is_vanished(error):
+    return isinstance(error, OSError) and error.errno in VANISHED_ERRNOS
+
+
+def iter_pids(proc_root=PROC_ROOT):
+    """Yield the PID of every process visible in ``proc_root``."""
+    with os.scandir(proc_root) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.isdigit():
+                yield int(name)
+
+
+def _read(path, mode='r'):
+    with open(path, mode) as handle:
+        return handle.read()
+
+
+def parse_stat(text):
+    """Parse the text of /proc/PID/stat.
+
+    The command name sits in parentheses and may itself hold spaces and
+    parentheses, so it runs up to the *last* ``)``.
+    """
+    head, sep, tail = text.rpartition(')')
+    if not sep:
+        raise ValueError('not a /proc/PID/stat line: %r' % text[:80])
+    pid_text, dummy, comm = head.partition(' (')
+    fields = tail.split()
+    # fields[0] is field 3 of proc(5): state
+    state = fields[0]
+    return {
+        'pid': int(pid_text),
+        'comm': comm,
+        'state': state,
+        'state_name': STATE_NAMES.get(state, state),
+        'ppid': int(fields[1]),
+        'flags': int(fields[6]),
+        'starttime': int(fields[19]),
+        'kernel_thread': bool(int(fields[6]) & PF_KTHREAD),
+    }
+
+
+def read_stat(pid, proc_root=PROC_ROOT):
+    return parse_stat(_read('%s/%d/stat' % (proc_root, pid)))
+
+
+def parse_status(text):
+    """Parse /proc/PID/status into a dict of field name -> raw text value."""
+    status = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(':')
+        if sep:
+            status[key] = value.strip()
+    return status
+
+
+def read_status(pid, proc_root=PROC_ROOT):
+    return parse_status(_read('%s/%d/status' % (proc_root, pid)))
+
+
+def signal_mask(status, field):
+    """The set of signal numbers in a SigIgn/SigCgt/SigBlk/SigPnd/ShdPnd mask."""
+    value = status.get(field)
+    if not value:
+        return set()
+    mask = int(value, 16)
+    return set(number + 1 for number in range(64) if mask >> number & 1)
+
+
+def _has_signal(status, field, signum):
+    value = status.get(field)
+    if not value:
+        return False
+    return bool(int(value, 16) >> (signum - 1) & 1)
+
+
+def sigterm_ignored(status):
+    """True when the process ignores SIGTERM (SIG_IGN), so grace is pointless."""
+    return _has_signal(status, 'SigIgn', SIGTERM)
+
+
+def sigterm_caught(status):
+    """True when the process installed a SIGTERM handler."""
+    return _has_signal(status, 'SigCgt', SIGTERM)
+
+
+def status_uid(status):
+    """Real UID from a parsed status, or None."""
+    value = status.get('Uid')
+    if not value:
+        return None
+    return int(value.split()[0])
+
+
+def read_wchan(pid, proc_root=PROC_ROOT):
+    """Kernel function the process sleeps in, or None (running, or hidden)."""
+    try:
+        value = _read('%s/%d/wchan' % (proc_root, pid)).strip()
+    except PermissionError:
+        return None
+    if not value or value == '0':
+        return None
+    return value
+
+
+def parse_cmdline(data):
+    """The process title from the bytes of /proc/PID/cmdline.
+
+    Arguments are NUL-separated; setproctitle may overwrite the area with one
+    space-separated string and NUL padding. Either way the title is the
+    arguments joined by spaces.
+    """
+    if isinstance(data, bytes):
+        data = data.decode('utf-8', 'replace')
+    parts = [part for part in data.split('\0')]
+    while parts and not parts[-1]:
+        parts.pop()
+    return ' '.join(parts)
+
+
+def read_cmdline(pid, proc_root=PROC_ROOT):
+    return parse_cmdline(_read('%s/%d/cmdline' % (proc_root, pid), 'rb'))
+
+
+def _strip_deleted(path):
+    if path.endswith(' (deleted)'):
+        return path[:-len(' (deleted)')]
+    return path
+
+
+def read_exe(pid, proc_root=PROC_ROOT):
+    """Path of the executable, or None when unreadable (kernel thread, other user)."""
+    try:
+        return _strip_deleted(os.readlink('%s/%d/exe' % (proc_root, pid)))
+    except OSError as exc:
+        if is_vanished(exc) and not os.path.exists('%s/%d' % (proc_root, pid)):
+            raise
+        return None
+
+
+def fd_device_paths(pid, prefix, proc_root=PROC_ROOT):
+    """Targets of the open file descriptors of ``pid`` that start with ``prefix``.
+
+    Raises PermissionError / FileNotFoundError for the fd directory itself;
+    an fd closed while being read is skipped.
+    """
+    fd_dir = '%s/%d/fd' % (proc_root, pid)
+    found = set()
+    readlink = os.readlink
+    for name in os.listdir(fd_dir):
+        try:
+            target = readlink(fd_dir + '/' + name)
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            found.add(_strip_deleted(target))
+    return found
+
+
+def maps_device_paths(pid, prefix, proc_root=PROC_ROOT):
+    """Paths starting with ``prefix`` that ``pid`` has mapped (/proc/PID/maps)."""
+    found = set()
+    with open('%s/%d/maps' % (proc_root, pid), 'r') as handle:
+        for line in handle:
+            position = line.find(prefix)
+            if position != -1:
+                found.add(_strip_deleted(line[position:].rstrip('\n')))
+    return found
+
+
+def device_paths(pid, proc_root=PROC_ROOT, dev_dir=DEV_DIR, include_maps=True):
+    """NVIDIA device paths ``pid`` holds open or mapped, as a set."""
+    prefix = dev_dir.rstrip('/') + '/nvidia'
+    found = fd_device_paths(pid, prefix, proc_root)
+    if include_maps:
+        try:
+            found |= maps_device_paths(pid, prefix, proc_root)
+        except PermissionError:
+            pass
+    return found
+
+
+_GPU_NODE = re.compile(r'^nvidia(\d+)$')
+
+
+def classify_device_path(path, dev_dir=DEV_DIR):
+    """What an NVIDIA device path is: ``('gpu', minor)``, ``('uvm', None)``,
+    ``('control', None)`` (nvidiactl, modeset, uvm-tools, caps) or None when the
+    path is not an NVIDIA device under ``dev_dir``.
+
+    Devices are matched by name, not by ``st_rdev``: simulated hosts use
+    stand-in nodes with other numbers.
+    """
+    base = dev_dir.rstrip('/') + '/'
+    if not path.startswith(base + 'nvidia'):
+        return None
+    name = path[len(base):]
+    match = _GPU_NODE.match(name)
+    if match:
+        return ('gpu', int(match.group(1)))
+    if name == 'nvidia-uvm':
+        return ('uvm', None)
+    return ('control', None)
+
+
+def scan_device_holders(proc_root=PROC_ROOT, dev_dir=DEV_DIR, skip_pids=()):
+    """Every process with an NVIDIA device node open, from /proc/PID/fd.
+
+    Returns ``(holders, unreadable, vanished)``: ``holders`` maps a PID to the
+    set of NVIDIA device paths it holds open; ``unreadable`` is the list of
+    PIDs whose fds this user may not read; ``vanished`` counts processes that
+    exited during the scan.
+
+    This is the hot path: one ``listdir`` per process and one ``readlink`` per
+    fd, no psutil, no /proc/PID/maps.
+    """
+    prefix = dev_dir.rstrip('/') + '/nvidia'
+    holders = {}
+    unreadable = []
+    vanished = 0
+    listdir = os.listdir
+    readlink = os.readlink
+    with os.scandir(proc_root) as entries:
+        for entry in entries:
+            name = entry.name
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid in skip_pids:
+                continue
+            fd_dir = proc_root + '/' + name + '/fd'
+            try:
+                fds = listdir(fd_dir)
+            except PermissionError:
+                unreadable.append(pid)
+                continue
+            except OSError:
+                vanished += 1
+                continue
+            found = None
+            for fd in fds:
+                try:
+                    target = readlink(fd_dir + '/' + fd)
+                except OSError:
+                    continue
+                if target.startswith(prefix):
+                    if found is None:
+                        found = set()
+                    found.add(_strip_deleted(target))
+            if found:
+                holders[pid] = found
+    return holders, unreadable, vanished
+
+
+# --- cgroup -> systemd unit and container ---------------------------------
+
+_HEX64 = r'[0-9a-f]{64}'
+_UNIT_SUFFIXES = ('.service', '.scope')
+
+# Scope names that runtimes create under the systemd cgroup driver, and
+# the runtime each belongs to. Conmon scopes name the container they watch.
+_SCOPE_PATTERNS = (
+    (re.compile(r'^docker-(' + _HEX64 + r')\.scope$'), 'docker'),
+    (re.compile(r'^cri-containerd-(' + _HEX64 + r')\.scope$'), 'containerd'),
+    (re.compile(r'^crio-conmon-(' + _HEX64 + r')\.scope$'), 'cri-o'),
+    (re.compile(r'^crio-(' + _HEX64 + r')\.scope$'), 'cri-o'),
+    (re.compile(r'^libpod-conmon-(' + _HEX64 + r')\.scope$'), 'podman'),
+    (re.compile(r'^libpod-(' + _HEX64 + r')\.scope$'), 'podman'),
+)
+# Cgroupfs-driver directory layouts.
+_DOCKER_DIR = re.compile(r'(?:^|/)docker/(' + _HEX64 + r')(?:/|$)')
+_LIBPOD_DIR = re.compile(r'(?:^|/)libpod-(' + _HEX64 + r')(?:/|$)')
+_KUBEPODS_DIR = re.compile(
+    r'(?:^|/)kubepods(?:/(?:besteffort|burstable|guaranteed))?/pod([0-9a-f-]{36})(?:/(' + _HEX64 + r'))?(?:/|$)')
+_KUBEPODS_SLICE = re.compile(
+    r'^kubepods(?:-(?:besteffort|burstable|guaranteed))?-pod([0-9a-f_]{36})\.slice$')
+
+
+def parse_cgroup_lines(text):
+    """[(hierarchy id, controllers, path)] from the text of /proc/PID/cgroup."""
+    lines = []
+    for line in text.splitlines():
+        parts = line.split(':', 2)
+        if len(parts) == 3:
+            lines.append((parts[0], parts[1], parts[2]))
+    return lines
+
+
+def _systemd_path(lines):
+    """The cgroup path that systemd manages: name=systemd (v1), else the v2 path."""
+    for dummy, controllers, path in lines:
+        if 'name=systemd' in controllers.split(','):
+            return path
+    for hierarchy, controllers, path in lines:
+        if hierarchy == '0' and controllers == '':
+            return path
+    return None
+
+
+def container_from_path(path):
+    """``{"runtime", "id", ["pod_uid"]}`` for a cgroup path, or None."""
+    components = [part for part in path.split('/') if part]
+    container = None
+    pod_uid = None
+    for part in components:
+        match = _KUBEPODS_SLICE.match(part)
+        if match:
+            pod_uid = match.group(1).replace('_', '-')
+            continue
+        for pattern, runtime in _SCOPE_PATTERNS:
+            match = pattern.match(part)
+            if match:
+                container = {'runtime': runtime, 'id': match.group(1)}
+                break
+    if container is None:
+        match = _KUBEPODS_DIR.search(path)
+        if match:
+            pod_uid = match.group(1)
+            if match.group(2):
+                container = {'runtime': 'kubepods', 'id': match.group(2)}
+    if container is None:
+        match = _DOCKER_DIR.search(path)
+        if match:
+            container = {'runtime': 'docker', 'id': match.group(1)}
+    if container is None:
+        match = _LIBPOD_DIR.search(path)
+        if match:
+            container = {'runtime': 'podman', 'id': match.group(1)}
+    if container is None and pod_uid is not None:
+        container = {'runtime': 'kubepods', 'id': pod_uid}
+    if container is not None and pod_uid is not None:
+        container['pod_uid'] = pod_uid
+    return container
+
+
+def systemd_unit_from_path(path):
+    """The last ``*.service`` or ``*.scope`` component of a cgroup path, or None."""
+    if not path:
+        return None
+    for part in reversed([part for part in path.split('/') if part]):
+        if part.endswith(_UNIT_SUFFIXES):
+            return part
+    return None
+
+
+def parse_cgroup(text):
+    """``{"systemd_unit": str or None, "container": dict or None}`` from /proc/PID/cgroup.
+
+    Handles cgroup v1, v2 and hybrid layouts. The unit comes from the systemd
+    hierarchy; the container from whichever hierarchy names one (v1
+    controllers may show it when name=systemd does not).
+    """
+    lines = parse_cgroup_lines(text)
+    systemd_path = _systemd_path(lines)
+    container = container_from_path(systemd_path) if systemd_path else None
+    if container is None:
+        for dummy, dummy2, path in lines:
+            container = container_from_path(path)
+            if container is not None:
+                break
+    return {
+        'systemd_unit': systemd_unit_from_path(systemd_path),
+        'container': container,
+    }
+
+
+def read_cgroup(pid, proc_root=PROC_ROOT):
+    return parse_cgroup(_read('%s/%d/cgroup' % (proc_root, pid)))
