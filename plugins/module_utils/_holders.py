@@ -301,6 +301,17 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     }
 
 
+def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
+    """The GPU records to resolve selectors against, before discovery.
+
+    With NVML, its GPUs; without, one bare record per ``/dev/nvidiaN`` node,
+    indexed by the node's minor number.
+    """
+    if nvml_view is not None and nvml_view.available:
+        return [dict(gpu) for gpu in nvml_view.gpus]
+    return [_gpu_from_dev(minor) for minor in sorted(_dev_minors(dev_dir))]
+
+
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
              dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None):
     """Every process that holds a selected GPU, merged from NVML and /proc.
@@ -324,12 +335,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             ', '.join(unknown_unprotect), ', '.join(DEFAULT_PROTECTED_EXECUTABLES)))
 
     # GPUs and the minor -> index map.
-    if nvml_view is not None and nvml_view.available:
-        gpus = [dict(gpu) for gpu in nvml_view.gpus]
-        nvml_processes = nvml_view.processes or {}
-    else:
-        gpus = [_gpu_from_dev(minor) for minor in sorted(_dev_minors(dev_dir))]
-        nvml_processes = {}
+    gpus = host_gpus(nvml_view, dev_dir)
+    nvml_processes = nvml_view.processes if nvml_view is not None and nvml_view.available else {}
     minor_to_index = dict((gpu['minor'], gpu['index']) for gpu in gpus if gpu.get('minor') is not None)
 
     # The /proc view: one pass over every process's fds.

@@ -1,0 +1,381 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: nvidia_holders
+short_description: List the processes that hold NVIDIA GPUs, what they are, and whether they may be touched
+version_added: 1.0.0
+description:
+  - Reports every process that holds an NVIDIA GPU on the host, merged from two views.
+  - The NVML view lists compute, graphics and MPS processes with the GPU memory each holds. GPU memory
+    is read with NVML's v2 struct, so memory the driver reserves does not count as used.
+  - The C(/proc) view finds every process with a C(/dev/nvidiaN) node open, including clients that hold
+    no memory and that NVML does not list, such as monitors, exporters and C(nvidia-smi).
+  - For each holder it reports the GPUs and memory it holds, its kind (V(compute) or V(client)), its
+    systemd unit and container, whether it ignores SIGTERM, whether it is orphaned, and whether it is
+    protected.
+  - This module only reads. It never signals a process and never changes anything.
+  - When NVML cannot be used it returns the C(/proc) view and says in its warnings what it could not see,
+    unless O(require_nvml=true).
+  - Processes this user may not inspect are skipped and counted in RV(unreadable_processes); run as root
+    to see every holder.
+author:
+  - gpuops.reclaim contributors
+extends_documentation_fragment:
+  - gpuops.reclaim.gpu_selection
+  - gpuops.reclaim.nvml
+  - gpuops.reclaim.protection
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details:
+      - The module only reads, so check mode returns the same result as a normal run.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: N/A
+    details:
+      - The module never changes anything, so there is no diff.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation
+      indicates no change.
+    support: full
+requirements:
+  - psutil >= 5.8 on the managed host
+notes:
+  - A holder is V(compute) when NVML lists it, when it holds GPU memory, or when it holds C(/dev/nvidia-uvm)
+    open. Anything else is a V(client).
+  - To keep discovery cheaper than C(fuser), C(/proc/PID/maps) is read only for processes that NVML lists
+    but whose open files show no GPU node.
+seealso:
+  - module: gpuops.reclaim.gpu_reclaim
+  - module: gpuops.reclaim.gpu_assert_free
+'''
+
+EXAMPLES = r'''
+- name: See who holds the GPUs
+  gpuops.reclaim.nvidia_holders:
+  register: __nvidia_holders
+
+- name: Show the summary
+  ansible.builtin.debug:
+    msg: "{{ __nvidia_holders.msg }}"
+
+- name: Only GPUs 0 and 1, protecting a site monitor as well
+  gpuops.reclaim.nvidia_holders:
+    gpus:
+      - "0"
+      - "GPU-8a3f6c1e-9a0b-4d2e-8f7c-1b2c3d4e5f60"
+    protect:
+      - site-gpu-monitor
+  register: __nvidia_holders
+
+- name: List the compute holders that a release would signal
+  ansible.builtin.debug:
+    msg: "{{ __nvidia_holders.holders | selectattr('kind', 'equalto', 'compute') | rejectattr('protected') | map(attribute='pid') | list }}"
+
+- name: Fail when NVML cannot be used, with a short deadline
+  gpuops.reclaim.nvidia_holders:
+    require_nvml: true
+    nvml_timeout: 2
+'''
+
+RETURN = r'''
+msg:
+  description: One line summary.
+  returned: always
+  type: str
+  sample: 8 GPUs, 9 holders (8 compute, 1 client), 768 GiB held
+nvml_available:
+  description: Whether NVML could be used. When V(false), memory figures are V(null) and GPU indices are
+    device minor numbers.
+  returned: always
+  type: bool
+  sample: true
+driver_version:
+  description: The NVIDIA driver version as NVML reports it, or V(null) without NVML.
+  returned: always
+  type: str
+  sample: 580.159.04
+unreadable_processes:
+  description: How many processes could not be inspected (permission denied). Holders among them are
+    not reported.
+  returned: always
+  type: int
+  sample: 0
+gpus:
+  description: The selected GPUs, ordered by index.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: NVML index of the GPU (without NVML, the device minor number).
+      type: int
+      sample: 0
+    uuid:
+      description: GPU UUID.
+      type: str
+      sample: GPU-8a3f6c1e-9a0b-4d2e-8f7c-1b2c3d4e5f60
+    name:
+      description: Product name.
+      type: str
+      sample: NVIDIA H200
+    minor:
+      description: Minor number N of the device node C(/dev/nvidiaN).
+      type: int
+      sample: 0
+    pci_bus_id:
+      description: PCI bus id as NVML writes it.
+      type: str
+      sample: 00000000:3B:00.0
+    memory_total_mib:
+      description: Total memory in MiB.
+      type: int
+      sample: 143771
+    memory_used_mib:
+      description: Used memory in MiB, memory reserved by the driver not included.
+      type: int
+      sample: 98304
+    memory_reserved_mib:
+      description: Memory reserved by the driver in MiB, or V(null) when the driver has no v2 memory struct.
+      type: int
+      sample: 615
+    persistence_mode:
+      description: Whether persistence mode is on, or V(null) when unknown.
+      type: bool
+      sample: true
+    display_active:
+      description: Whether a display is active on the GPU, or V(null) when unknown.
+      type: bool
+      sample: false
+    holder_pids:
+      description: PIDs of the holders of this GPU.
+      type: list
+      elements: int
+      sample: [4242, 4243]
+  sample:
+    - index: 0
+      uuid: GPU-8a3f6c1e-9a0b-4d2e-8f7c-1b2c3d4e5f60
+      name: NVIDIA H200
+      minor: 0
+      pci_bus_id: 00000000:3B:00.0
+      memory_total_mib: 143771
+      memory_used_mib: 98304
+      memory_reserved_mib: 615
+      persistence_mode: true
+      display_active: false
+      holder_pids: [4242, 4243]
+holders:
+  description: Every process that holds at least one selected GPU, ordered by PID.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: Process id.
+      type: int
+      sample: 4242
+    ppid:
+      description: Parent process id.
+      type: int
+      sample: 1
+    user:
+      description: Name of the real user, or the UID when it has no name.
+      type: str
+      sample: vllm
+    uid:
+      description: Real user id.
+      type: int
+      sample: 1001
+    name:
+      description: Command name (C(/proc/PID/comm)), cut at 15 characters by the kernel.
+      type: str
+      sample: VLLM::EngineCor
+    title:
+      description: Command line, as the process may have set it with setproctitle.
+      type: str
+      sample: VLLM::EngineCore
+    exe:
+      description: Path of the executable, or V(null) when it cannot be read.
+      type: str
+      sample: /usr/bin/python3.12
+    create_time:
+      description: Start time in seconds since the epoch, as psutil computes it. Identifies the process
+        together with its PID.
+      type: float
+      sample: 1767000000.12
+    state:
+      description: Process state, named as psutil names them.
+      type: str
+      sample: sleeping
+    wchan:
+      description: Kernel function the process waits in, or V(null).
+      type: str
+      sample: uvm_spin_loop
+    gpus:
+      description: Indices of every GPU the process holds, selected or not.
+      type: list
+      elements: int
+      sample: [0, 1]
+    gpu_uuids:
+      description: UUIDs of those GPUs.
+      type: list
+      elements: str
+      sample: [GPU-8a3f6c1e-9a0b-4d2e-8f7c-1b2c3d4e5f60]
+    gpu_memory_mib:
+      description: GPU memory held per GPU index (as a string key), in MiB, as NVML reports it.
+      type: dict
+      sample: {"0": 98304}
+    memory_mib:
+      description: GPU memory held on all GPUs, in MiB.
+      type: int
+      sample: 98304
+    nvml_types:
+      description: NVML process lists that show the process.
+      type: list
+      elements: str
+      sample: [compute]
+    device_paths:
+      description: NVIDIA device paths the process holds open (or has mapped).
+      type: list
+      elements: str
+      sample: [/dev/nvidia-uvm, /dev/nvidia0, /dev/nvidiactl]
+    kind:
+      description: V(compute) for a process with a GPU context, memory or C(/dev/nvidia-uvm), else V(client).
+      type: str
+      sample: compute
+    systemd_unit:
+      description: The systemd unit (service or scope) the process runs in, from its cgroup, or V(null).
+      type: str
+      sample: vllm.service
+    container:
+      description: The container the process runs in, from its cgroup, or V(null). C(runtime) is one of
+        V(docker), V(containerd), V(cri-o), V(podman), V(kubepods); C(id) is the container id (or the pod
+        UID when only the pod is known); C(pod_uid) is present for Kubernetes pods.
+      type: dict
+      sample: {"runtime": "containerd", "id": "3f5e...", "pod_uid": "1b2c3d4e-5f6a-7b8c-9d0e-1f2a3b4c5d6e"}
+    protected:
+      description: Whether the process must never be signalled.
+      type: bool
+      sample: false
+    protected_reason:
+      description: Why it is protected, or V(null).
+      type: str
+      sample: default protected executable nv-hostengine
+    is_self:
+      description: Whether the process is this module or one of its ancestors.
+      type: bool
+      sample: false
+    sigterm_ignored:
+      description: Whether the process ignores SIGTERM, so a grace period would be wasted on it.
+      type: bool
+      sample: false
+    orphaned:
+      description: Whether the parent is PID 1 or a systemd subreaper, as with workers that outlived their server.
+      type: bool
+      sample: true
+  sample:
+    - pid: 4242
+      ppid: 1
+      user: vllm
+      uid: 1001
+      name: VLLM::EngineCor
+      title: VLLM::EngineCore
+      exe: /usr/bin/python3.12
+      create_time: 1767000000.12
+      state: sleeping
+      wchan: null
+      gpus: [0]
+      gpu_uuids: [GPU-8a3f6c1e-9a0b-4d2e-8f7c-1b2c3d4e5f60]
+      gpu_memory_mib: {"0": 98304}
+      memory_mib: 98304
+      nvml_types: [compute]
+      device_paths: [/dev/nvidia-uvm, /dev/nvidia0, /dev/nvidiactl]
+      kind: compute
+      systemd_unit: null
+      container: null
+      protected: false
+      protected_reason: null
+      is_self: false
+      sigterm_ignored: false
+      orphaned: true
+'''
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
+    HAS_PSUTIL,
+    PROTECTION_ARGUMENT_SPEC,
+    PSUTIL_IMP_ERR,
+    discover,
+    host_gpus,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
+    HAS_PYNVML,
+    NVML_ARGUMENT_SPEC,
+    PYNVML_IMP_ERR,
+    check_timeout,
+    read_inventory,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
+    GPU_SELECTION_ARGUMENT_SPEC,
+    SelectorError,
+    resolve_gpus,
+)
+
+
+def main():
+    argument_spec = dict()
+    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
+    argument_spec.update(NVML_ARGUMENT_SPEC)
+    argument_spec.update(PROTECTION_ARGUMENT_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    if not HAS_PSUTIL:
+        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
+    if module.params['require_nvml'] and not HAS_PYNVML:
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
+    error = check_timeout(module.params['nvml_timeout'])
+    if error:
+        module.fail_json(msg=error)
+
+    nvml_view = read_inventory(module.params['nvml_timeout'])
+    if not nvml_view.available:
+        if module.params['require_nvml']:
+            module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % nvml_view.error,
+                             nvml_available=False)
+        module.warn('NVML cannot be used (%s). Showing the /proc view only: no GPU memory figures, GPU indices '
+                    'are /dev/nvidiaN minor numbers, and processes that hold no device node open are not seen.'
+                    % nvml_view.error)
+
+    try:
+        indices = resolve_gpus(module.params['gpus'], host_gpus(nvml_view), option='gpus')
+    except SelectorError as exc:
+        module.fail_json(msg=str(exc), nvml_available=nvml_view.available)
+
+    snapshot = discover(nvml_view, protect=module.params['protect'], unprotect=module.params['unprotect'],
+                        gpu_indices=indices)
+    for warning in snapshot.warnings:
+        module.warn(warning)
+
+    module.exit_json(
+        changed=False,
+        msg=snapshot.summary(),
+        gpus=snapshot.gpus,
+        holders=snapshot.holders,
+        nvml_available=snapshot.nvml_available,
+        driver_version=snapshot.driver_version,
+        unreadable_processes=snapshot.unreadable,
+    )
+
+
+if __name__ == '__main__':
+    main()
