@@ -1,0 +1,280 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', 'fixtures', 'proc')
+
+ID = '3f5e8d2c1b0a99887766554433221100ffeeddccbbaa00112233445566778899'
+POD = '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0'
+POD_SLICE = POD.replace('-', '_')
+
+
+def fixture(*parts):
+    with open(os.path.join(FIXTURES, *parts), 'rb') as handle:
+        return handle.read().decode('utf-8')
+
+
+# --- stat -------------------------------------------------------------------
+
+@pytest.mark.parametrize('sample, comm, state, state_name, ppid, kernel_thread', [
+    ('sigterm_ignored', 'VLLM::Engine) x', 'S', 'sleeping', 16174, False),
+    ('sigterm_caught', 'python', 'S', 'sleeping', None, False),
+    ('kernel_thread', 'kthreadd', 'S', 'sleeping', 0, True),
+    ('zombie', 'sh', 'Z', 'zombie', 16174, False),
+])
+def test_parse_stat_samples(sample, comm, state, state_name, ppid, kernel_thread):
+    stat = _procfs.parse_stat(fixture(sample, 'stat'))
+    assert stat['comm'].startswith(comm)
+    assert stat['state'] == state
+    assert stat['state_name'] == state_name
+    if ppid is not None:
+        assert stat['ppid'] == ppid
+    assert stat['kernel_thread'] is kernel_thread
+    assert stat['starttime'] > 0 or sample == 'kernel_thread'
+
+
+def test_parse_stat_comm_with_parentheses_and_spaces():
+    stat = _procfs.parse_stat(fixture('sigterm_ignored', 'stat'))
+    assert stat == {
+        'pid': 16175, 'comm': 'VLLM::Engine) x', 'state': 'S', 'state_name': 'sleeping', 'ppid': 16174,
+        'flags': 4194304, 'starttime': 64865, 'kernel_thread': False,
+    }
+
+
+def test_parse_stat_rejects_garbage():
+    with pytest.raises(ValueError):
+        _procfs.parse_stat('garbage')
+
+
+def test_read_stat_of_this_process():
+    stat = _procfs.read_stat(os.getpid())
+    assert stat['pid'] == os.getpid()
+    assert stat['ppid'] == os.getppid()
+    assert stat['state'] in ('R', 'S')
+
+
+# --- status and signals ---------------------------------------------------------
+
+@pytest.mark.parametrize('sample, ignored, caught', [
+    ('sigterm_ignored', True, False),
+    ('sigterm_caught', False, True),
+    ('zombie', False, False),
+    ('kernel_thread', True, False),
+])
+def test_sigterm_disposition(sample, ignored, caught):
+    status = _procfs.parse_status(fixture(sample, 'status'))
+    assert _procfs.sigterm_ignored(status) is ignored
+    assert _procfs.sigterm_caught(status) is caught
+
+
+def test_parse_status_fields():
+    status = _procfs.parse_status(fixture('sigterm_ignored', 'status'))
+    assert status['State'] == 'S (sleeping)'
+    assert status['PPid'] == '16174'
+    assert _procfs.status_uid(status) == 0
+    # SIGPIPE (13), SIGTERM (15) and SIGXFSZ (25) ignored: bit N-1 of the mask is signal N.
+    assert _procfs.signal_mask(status, 'SigIgn') == {13, 15, 25}
+    assert _procfs.signal_mask(status, 'SigCgt') == {2}
+
+
+def test_status_without_masks():
+    assert _procfs.sigterm_ignored({}) is False
+    assert _procfs.signal_mask({}, 'SigIgn') == set()
+    assert _procfs.status_uid({}) is None
+
+
+# --- cmdline ----------------------------------------------------------------------
+
+@pytest.mark.parametrize('data, title', [
+    (b'python3\x00-m\x00vllm.entrypoints.openai.api_server\x00--port\x008000\x00',
+     'python3 -m vllm.entrypoints.openai.api_server --port 8000'),
+    (b'VLLM::EngineCore\x00\x00\x00\x00\x00\x00', 'VLLM::EngineCore'),
+    (b'VLLM::Worker_DP0_PP0_TP0_EP0 ', 'VLLM::Worker_DP0_PP0_TP0_EP0 '),
+    (b'', ''),
+])
+def test_parse_cmdline(data, title):
+    assert _procfs.parse_cmdline(data) == title
+
+
+def test_parse_cmdline_sample():
+    title = _procfs.parse_cmdline(fixture('sigterm_ignored', 'cmdline').encode('utf-8'))
+    assert title.split(' ')[1] == '-c'
+
+
+# --- device paths -----------------------------------------------------------------
+
+@pytest.mark.parametrize('path, kind', [
+    ('/dev/nvidia0', ('gpu', 0)),
+    ('/dev/nvidia15', ('gpu', 15)),
+    ('/dev/nvidiactl', ('control', None)),
+    ('/dev/nvidia-uvm', ('uvm', None)),
+    ('/dev/nvidia-uvm-tools', ('control', None)),
+    ('/dev/nvidia-modeset', ('control', None)),
+    ('/dev/nvidia-caps/nvidia-cap1', ('control', None)),
+    ('/dev/null', None),
+    ('/dev/dri/card0', None),
+    ('/tmp/nvidia0', None),
+])
+def test_classify_device_path(path, kind):
+    assert _procfs.classify_device_path(path) == kind
+
+
+def test_classify_device_path_in_another_folder():
+    assert _procfs.classify_device_path('/tmp/x/nvidia2', '/tmp/x') == ('gpu', 2)
+    assert _procfs.classify_device_path('/tmp/x/nvidia2', '/tmp/x/') == ('gpu', 2)
+    assert _procfs.classify_device_path('/dev/nvidia2', '/tmp/x') is None
+
+
+def _fake_proc(tmp_path, pid, **files):
+    folder = tmp_path / str(pid)
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return str(tmp_path)
+
+
+def test_maps_device_paths_hand_written_cuda(tmp_path):
+    proc_root = _fake_proc(tmp_path, 42, maps=fixture('maps_cuda'))
+    assert _procfs.maps_device_paths(42, '/dev/nvidia', proc_root) == {
+        '/dev/nvidiactl', '/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia-uvm', '/dev/nvidia3'}
+
+
+def test_maps_device_paths_captured(tmp_path):
+    proc_root = _fake_proc(tmp_path, 16175, maps=fixture('sigterm_ignored', 'maps'))
+    assert _procfs.maps_device_paths(16175, '/tmp/tmpfhvlwjn0/nvidia', proc_root) == {'/tmp/tmpfhvlwjn0/nvidia0'}
+    assert _procfs.maps_device_paths(16175, '/dev/nvidia', proc_root) == set()
+
+
+def test_device_paths_of_a_real_child(fake_dev, spawn_holder):
+    child = spawn_holder([os.path.join(fake_dev, 'nvidia1'), os.path.join(fake_dev, 'nvidia-uvm'), '/dev/null'])
+    assert _procfs.device_paths(child.pid, dev_dir=fake_dev) == {
+        os.path.join(fake_dev, 'nvidia1'), os.path.join(fake_dev, 'nvidia-uvm')}
+
+
+def test_scan_device_holders_finds_real_children(fake_dev, spawn_holder):
+    first = spawn_holder([os.path.join(fake_dev, 'nvidia0'), os.path.join(fake_dev, 'nvidiactl')])
+    second = spawn_holder([os.path.join(fake_dev, 'nvidia2')])
+    bystander = spawn_holder(['/dev/null'])
+    holders, unreadable, vanished = _procfs.scan_device_holders(dev_dir=fake_dev)
+    assert holders[first.pid] == {os.path.join(fake_dev, 'nvidia0'), os.path.join(fake_dev, 'nvidiactl')}
+    assert holders[second.pid] == {os.path.join(fake_dev, 'nvidia2')}
+    assert bystander.pid not in holders
+    assert os.getpid() not in holders
+    assert vanished >= 0
+    assert all(isinstance(pid, int) for pid in unreadable)
+
+    holders, dummy, dummy2 = _procfs.scan_device_holders(dev_dir=fake_dev, skip_pids={first.pid})
+    assert first.pid not in holders and second.pid in holders
+
+
+def test_scan_device_holders_counts_unreadable_fd_folders(tmp_path):
+    proc_root = tmp_path / 'proc'
+    (proc_root / '7' / 'fd').mkdir(parents=True)
+    (proc_root / '7' / 'fd' / '3').symlink_to('/dev/nvidia0')
+    (proc_root / '8').mkdir()  # exited between scandir and listdir
+    (proc_root / '9' / 'fd').mkdir(parents=True)
+    (proc_root / 'self').mkdir()
+    os.chmod(str(proc_root / '9' / 'fd'), 0)
+    try:
+        holders, unreadable, vanished = _procfs.scan_device_holders(str(proc_root))
+    finally:
+        os.chmod(str(proc_root / '9' / 'fd'), 0o755)
+    assert holders == {7: {'/dev/nvidia0'}}
+    assert vanished == 1
+    if os.geteuid() != 0:  # root reads a folder with mode 0 anyway
+        assert unreadable == [9]
+
+
+def test_iter_pids_includes_this_process():
+    assert os.getpid() in set(_procfs.iter_pids())
+
+
+def test_read_wchan_of_a_sleeping_child(spawn_holder):
+    child = spawn_holder([])
+    wchan = _procfs.read_wchan(child.pid)
+    assert wchan is None or isinstance(wchan, str) and wchan != '0'
+
+
+def test_read_exe_of_this_process():
+    assert os.path.basename(_procfs.read_exe(os.getpid())).startswith('python')
+
+
+# --- cgroup -----------------------------------------------------------------------
+
+CGROUP_CASES = [
+    # This host's own layout (cgroups v1 hybrid, no systemd): nothing to report.
+    ('captured hybrid, no systemd', None, None, None),
+    ('1:name=systemd:/system.slice/vllm.service\n0::/system.slice/vllm.service\n',
+     'vllm.service', None, None),
+    ('0::/user.slice/user-1000.slice/user@1000.service/app.slice/vllm.service\n',
+     'vllm.service', None, None),
+    ('0::/user.slice/user-1000.slice/session-3.scope\n', 'session-3.scope', None, None),
+    # docker, cgroupfs driver (v1) and systemd driver (v2)
+    ('12:memory:/docker/%s\n1:name=systemd:/docker/%s\n' % (ID, ID), None, 'docker', None),
+    ('0::/system.slice/docker-%s.scope\n' % ID, 'docker-%s.scope' % ID, 'docker', None),
+    ('11:devices:/system.slice/docker-%s.scope\n1:name=systemd:/system.slice/docker-%s.scope\n0::/\n' % (ID, ID),
+     'docker-%s.scope' % ID, 'docker', None),
+    # containerd through CRI, systemd driver, burstable and guaranteed pods
+    ('0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope\n'
+     % (POD_SLICE, ID), 'cri-containerd-%s.scope' % ID, 'containerd', POD),
+    ('0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope\n' % (POD_SLICE, ID),
+     'cri-containerd-%s.scope' % ID, 'containerd', POD),
+    # cri-o, container and its conmon
+    ('0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/crio-%s.scope\n'
+     % (POD_SLICE, ID), 'crio-%s.scope' % ID, 'cri-o', POD),
+    ('0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/crio-conmon-%s.scope\n'
+     % (POD_SLICE, ID), 'crio-conmon-%s.scope' % ID, 'cri-o', POD),
+    # podman: root (with the systemd-mode inner group), rootless, conmon, cgroupfs manager
+    ('0::/machine.slice/libpod-%s.scope/container\n' % ID, 'libpod-%s.scope' % ID, 'podman', None),
+    ('0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope\n' % ID,
+     'libpod-%s.scope' % ID, 'podman', None),
+    ('0::/machine.slice/libpod-conmon-%s.scope\n' % ID, 'libpod-conmon-%s.scope' % ID, 'podman', None),
+    ('4:memory:/libpod_parent/libpod-%s\n1:name=systemd:/libpod_parent/libpod-%s\n' % (ID, ID),
+     None, 'podman', None),
+    # kubepods, cgroupfs driver: the runtime cannot be told from the path
+    ('4:memory:/kubepods/besteffort/pod%s/%s\n1:name=systemd:/kubepods/besteffort/pod%s/%s\n' % (POD, ID, POD, ID),
+     None, 'kubepods', POD),
+    ('0::/kubepods/pod%s/%s\n' % (POD, ID), None, 'kubepods', POD),
+    # only the pod is known
+    ('0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice\n' % POD_SLICE,
+     None, 'kubepods', POD),
+]
+
+
+@pytest.mark.parametrize('text, unit, runtime, pod_uid', CGROUP_CASES)
+def test_parse_cgroup(text, unit, runtime, pod_uid):
+    if text == 'captured hybrid, no systemd':
+        text = fixture('sigterm_ignored', 'cgroup')
+    parsed = _procfs.parse_cgroup(text)
+    assert parsed['systemd_unit'] == unit
+    if runtime is None:
+        assert parsed['container'] is None
+        return
+    container = parsed['container']
+    assert container['runtime'] == runtime
+    if runtime == 'kubepods' and ID not in text:
+        assert container['id'] == POD
+    else:
+        assert container['id'] == ID
+    assert container.get('pod_uid') == pod_uid
+
+
+def test_parse_cgroup_ignores_short_ids():
+    assert _procfs.parse_cgroup('0::/system.slice/docker-abc.scope\n') == {
+        'systemd_unit': 'docker-abc.scope', 'container': None}
+
+
+def test_read_cgroup_of_this_process():
+    parsed = _procfs.read_cgroup(os.getpid())
+    assert set(parsed) == {'systemd_unit', 'container'}
