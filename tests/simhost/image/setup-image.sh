@@ -1,0 +1,17 @@
+#!/bin/sh
+# Runs once inside the image build, after the files are copied in.
+set -eu
+ldconfig
+# The other user of the shared host, and the daemons' accounts.
+useradd --create-home --uid 1001 --shell /bin/bash researcher
+useradd --system --no-create-home --shell /usr/sbin/nologin nvidia-persistenced
+chmod 0755 /usr/local/bin/gpusim /usr/bin/nvidia-smi
+systemctl enable gpusim-boot.service
+# Units a test host never needs; they only slow down boot.
+systemctl mask systemd-logind.service getty.target console-getty.service \
+    systemd-networkd.service systemd-resolved.service systemd-timesyncd.service \
+    apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service \
+    systemd-remount-fs.service dev-hugepages.mount sys-kernel-debug.mount \
+    sys-kernel-tracing.mount 2>/dev/null || true
+python3 -m compileall -q /usr/lib/python3/dist-packages/pynvml.py
+echo "gpusim" > /etc/gpusim-image
