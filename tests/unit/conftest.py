@@ -92,3 +92,177 @@ def spawn_holder():
             child.send_signal(signal.SIGKILL)
         child.wait()
         child.stdout.close()
+
+
+import threading  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+class FakeNvml:
+    """A stand-in for the ``pynvml`` module with the names the collection calls.
+
+    ``gpus``: list of dicts (uuid, name, minor, pci_bus_id, total_mib, used_mib,
+    reserved_mib, persistence, display). ``processes``: {(index, "compute" |
+    "graphics" | "mps"): [(pid, used_mib or None)]}. ``missing``: function
+    names that raise NVMLError_FunctionNotFound (for the plain process list
+    names: NVMLLibraryMismatchError, as pynvml does). ``unsupported``: names
+    that raise NVMLError_NotSupported. ``hang``: names that block until
+    ``release`` is set. ``calls`` records every call by name.
+    """
+
+    nvmlMemory_v2 = 0x02000028
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_FunctionNotFound(NVMLError):
+        def __str__(self):
+            return 'Function Not Found'
+
+    class NVMLError_NotSupported(NVMLError):
+        def __str__(self):
+            return 'Not Supported'
+
+    class NVMLError_LibraryNotFound(NVMLError):
+        def __str__(self):
+            return 'NVML Shared Library Not Found'
+
+    class NVMLError_DriverNotLoaded(NVMLError):
+        def __str__(self):
+            return 'Driver Not Loaded'
+
+    class NVMLLibraryMismatchError(Exception):
+        pass
+
+    _LISTS = {
+        'compute': 'nvmlDeviceGetComputeRunningProcesses',
+        'graphics': 'nvmlDeviceGetGraphicsRunningProcesses',
+        'mps': 'nvmlDeviceGetMPSComputeRunningProcesses',
+    }
+
+    def __init__(self, gpus=(), processes=None, driver_version='580.159.04', missing=(), unsupported=(),
+                 hang=(), init_error=None):
+        self.gpus = [dict(gpu) for gpu in gpus]
+        self.processes = dict(processes or {})
+        self.driver_version = driver_version
+        self.missing = set(missing)
+        self.unsupported = set(unsupported)
+        self.hang = set(hang)
+        self.release = threading.Event()
+        self.init_error = init_error
+        self.calls = []
+        self.shut_down = False
+        for list_type, name in self._LISTS.items():
+            for suffix in ('', '_v2', '_v3'):
+                setattr(self, name + suffix, self._process_list_function(list_type, name + suffix))
+
+    def _enter(self, name):
+        self.calls.append(name)
+        if name in self.hang:
+            self.release.wait(30)
+        if name in self.unsupported:
+            raise self.NVMLError_NotSupported()
+        if name in self.missing:
+            raise self.NVMLError_FunctionNotFound()
+
+    def count(self, name):
+        return sum(1 for call in self.calls if call == name)
+
+    def nvmlInit(self):
+        self._enter('nvmlInit')
+        if self.init_error is not None:
+            raise self.init_error
+
+    def nvmlShutdown(self):
+        self._enter('nvmlShutdown')
+        self.shut_down = True
+
+    def nvmlSystemGetDriverVersion(self):
+        self._enter('nvmlSystemGetDriverVersion')
+        return self.driver_version
+
+    def nvmlDeviceGetCount(self):
+        self._enter('nvmlDeviceGetCount')
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self._enter('nvmlDeviceGetHandleByIndex')
+        return ('handle', index)
+
+    def _gpu(self, handle):
+        return self.gpus[handle[1]]
+
+    def nvmlDeviceGetMinorNumber(self, handle):
+        self._enter('nvmlDeviceGetMinorNumber')
+        return self._gpu(handle).get('minor', handle[1])
+
+    def nvmlDeviceGetUUID(self, handle):
+        self._enter('nvmlDeviceGetUUID')
+        return self._gpu(handle)['uuid']
+
+    def nvmlDeviceGetName(self, handle):
+        self._enter('nvmlDeviceGetName')
+        return self._gpu(handle).get('name', 'NVIDIA H200').encode()
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        self._enter('nvmlDeviceGetPciInfo')
+        return SimpleNamespace(busId=self._gpu(handle)['pci_bus_id'].encode())
+
+    def nvmlDeviceGetPersistenceMode(self, handle):
+        self._enter('nvmlDeviceGetPersistenceMode')
+        return self._gpu(handle).get('persistence', 1)
+
+    def nvmlDeviceGetDisplayActive(self, handle):
+        self._enter('nvmlDeviceGetDisplayActive')
+        return self._gpu(handle).get('display', 0)
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        gpu = self._gpu(handle)
+        total = gpu.get('total_mib', 143771) * MIB
+        used = gpu.get('used_mib', 0) * MIB
+        reserved = gpu.get('reserved_mib', 615) * MIB
+        if version:
+            self._enter('nvmlDeviceGetMemoryInfo_v2')
+            return SimpleNamespace(version=version, total=total, reserved=reserved, used=used,
+                                   free=total - used - reserved)
+        self._enter('nvmlDeviceGetMemoryInfo')
+        return SimpleNamespace(total=total, used=used + reserved, free=total - used - reserved)
+
+    def _process_list_function(self, list_type, name):
+        def function(handle):
+            try:
+                self._enter(name)
+            except self.NVMLError_FunctionNotFound:
+                if name == self._LISTS[list_type]:
+                    raise self.NVMLLibraryMismatchError('use a versioned function')
+                raise
+            return [SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * MIB,
+                                    gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+                    for pid, mib in self.processes.get((handle[1], list_type), [])]
+        function.__name__ = name
+        return function
+
+
+def h200_gpus(count, used_mib=0):
+    return [{'uuid': 'GPU-%08d-0000-4000-8000-000000000000' % index, 'minor': index,
+             'pci_bus_id': '00000000:%02X:00.0' % (0x18 + index * 0x10), 'used_mib': used_mib}
+            for index in range(count)]
+
+
+@pytest.fixture
+def fake_nvml_factory():
+    """Build FakeNvml objects; any hung call is released after the test."""
+    made = []
+
+    def factory(*args, **kwargs):
+        fake = FakeNvml(*args, **kwargs)
+        made.append(fake)
+        return fake
+
+    factory.h200_gpus = h200_gpus
+    factory.FakeNvml = FakeNvml
+    yield factory
+    for fake in made:
+        fake.release.set()
