@@ -149,7 +149,7 @@ def read_wchan(pid, proc_root=PROC_ROOT):
     """Kernel function the process sleeps in, or None (running, or hidden)."""
     try:
         value = _read('%s/%d/wchan' % (proc_root, pid)).strip()
-    except PermissionError:
+    except OSError:
         return None
     if not value or value == '0':
         return None
