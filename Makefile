@@ -24,6 +24,10 @@ export ANSIBLE_LOCAL_TEMP := $(ROOT)/build/ansible-home/tmp
 export ANSIBLE_FORCE_COLOR ?= 0
 export PATH := $(BIN):$(PATH)
 export LC_ALL := C.UTF-8
+# The simulated GPU hosts' podman configuration (runc, ulimits, a private store),
+# written by tests/simhost/simhost setup; the podman connection plugin needs it too.
+export CONTAINERS_CONF := $(ROOT)/build/simhost/containers.conf
+export CONTAINERS_STORAGE_CONF := $(ROOT)/build/simhost/storage.conf
 
 # Every molecule scenario except the shared utilities folder.
 SCENARIOS ?= $(sort $(filter-out utils,$(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml)))))
