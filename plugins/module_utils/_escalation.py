@@ -1,0 +1,1092 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The release ladder as data, the release plan, and its execution.
+
+Three pieces, separated so that check mode is "plan, then stop":
+
+``parse_ladder``
+    validates the ladder (a list of steps) and fills in the defaults:
+    SIGTERM and wait ``grace_seconds``; freeze; SIGKILL and wait
+    ``kill_seconds``.
+
+``plan_release``
+    pure: from holder records (docs/architecture.md) and a ``Scope`` it
+    decides which holders are targets, which are protected, which are skipped
+    and why, which parents are supervisors, and which targets are shared with
+    GPUs outside the scope.
+
+``Escalation.run``
+    one small loop that walks every target along the ladder on its own
+    clock, signals only through ``_identity.signal_process``, and waits by
+    polling NVML and ``/proc`` every ``poll_interval`` seconds until the
+    memory is back, with no fixed sleep.
+
+Supervisor rule (see ``plan_release``): the parent of a target is a
+supervisor, frozen before anything else is signalled and killed with the
+targets, only if it is not PID 1 or a kernel thread, not the module or one of
+its ancestors, not protected, not itself a holder, not a shell, init system,
+session manager or container runtime, may be signalled by this user, passes
+the ``users`` filter, and either
+
+- matches every identifying filter given (``match``, ``systemd_units``,
+  ``containers``; at least one of them given), or
+- has live children that are all targets (a plain respawning parent).
+
+This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import re
+import signal
+import time
+
+from ._identity import (
+    DENIED,
+    GONE,
+    REUSED,
+    SENT,
+    ZOMBIE,
+    ProcessRef,
+    check_identity,
+    signal_process,
+)
+
+try:
+    from ._procfs import read_status, read_wchan, signal_mask, read_cmdline, read_cgroup
+except ImportError:  # pragma: no cover
+    read_status = read_wchan = signal_mask = read_cmdline = read_cgroup = None
+
+try:
+    import psutil
+except ImportError:  # pragma: no cover - reported by the modules
+    psutil = None
+
+DEFAULT_GRACE_SECONDS = 10.0
+DEFAULT_KILL_SECONDS = 10.0
+DEFAULT_POLL_INTERVAL = 0.05
+MAX_WAIT_SECONDS = 3600.0
+MIN_POLL_INTERVAL = 0.005
+MAX_POLL_INTERVAL = 5.0
+# A GPU counts as released when its used memory is within this much of what
+# the holders left alone account for.
+RELEASE_THRESHOLD_MIB = 64
+
+FREEZE = 'freeze'
+KINDS = ('compute', 'client')
+ON_SHARED_HOLDER = ('release', 'fail')
+
+# Signals a ladder may send by name. SIGSTOP/SIGCONT are the freeze step's
+# business; job-control and child signals make no sense here.
+LADDER_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGABRT', 'SIGKILL')
+
+# Parents never treated as supervisors: whoever started the workload, not the
+# workload. Killing a login shell, an init or a container runtime is too much.
+NEVER_SUPERVISORS = frozenset((
+    'sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'csh', 'tcsh', 'login', 'sshd', 'su', 'sudo',
+    'tmux', 'tmux: server', 'screen', 'SCREEN', 'systemd', 'init', '(sd-pam)',
+    'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'conmon', 'runc', 'crun',
+    'dockerd', 'docker', 'docker-init', 'podman', 'tini', 'dumb-init', 'catatonit',
+    'kubelet', 'slurmstepd', 'slurmd', 'srun', 'nohup', 'setsid', 'timeout', 'ansible',
+))
+
+NEXT_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
+
+
+class EscalationError(ValueError):
+    """Bad input: the message names the option and the value received."""
+
+
+class SharedHolderError(Exception):
+    """``on_shared_holder: fail`` and a target also holds GPUs outside the scope."""
+
+
+# -- input -------------------------------------------------------------------
+
+def check_seconds(option, value, maximum=MAX_WAIT_SECONDS, minimum=0.0):
+    """Return ``value`` as a float, or raise naming ``option`` and the value."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(value, bool) or number is None or number != number or number < minimum or number > maximum:
+        raise EscalationError('%s: must be a number of seconds from %g to %g; got: %r'
+                              % (option, minimum, maximum, value))
+    return number
+
+
+def _signal_from_name(option, value):
+    if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
+        raise EscalationError('%s: must be a signal name such as SIGTERM; got: %r' % (option, value))
+    name = value.strip().upper()
+    if not name.startswith('SIG'):
+        name = 'SIG' + name
+    known = signal.Signals.__members__.get(name)
+    if known is None:
+        raise EscalationError("%s: unknown signal '%s'" % (option, value))
+    if name not in LADDER_SIGNALS:
+        raise EscalationError("%s: signal '%s' is not allowed in a ladder (use one of %s; "
+                              "stopping is the 'freeze' action)" % (option, value, ', '.join(LADDER_SIGNALS)))
+    return name, int(known)
+
+
+def default_ladder(grace_seconds=DEFAULT_GRACE_SECONDS, kill_seconds=DEFAULT_KILL_SECONDS):
+    return [
+        {'signal': 'SIGTERM', 'wait': grace_seconds},
+        {'action': FREEZE},
+        {'signal': 'SIGKILL', 'wait': kill_seconds},
+    ]
+
+
+def parse_ladder(ladder=None, grace_seconds=DEFAULT_GRACE_SECONDS, kill_seconds=DEFAULT_KILL_SECONDS):
+    """Validate a ladder and return its normalised steps.
+
+    ``ladder`` is ``None`` for the default, or a list of dicts, each either
+    ``{"signal": NAME, "wait": SECONDS}`` or ``{"action": "freeze"}``. A
+    signal step without ``wait`` waits ``kill_seconds`` after SIGKILL and
+    ``grace_seconds`` otherwise. A freeze step must be followed by a SIGKILL
+    step: a frozen process honours no other signal.
+
+    Returns dicts ``{"name", "action", "signal", "signum", "wait"}`` where
+    ``action`` is ``"signal"`` or ``"freeze"``.
+    """
+    grace_seconds = check_seconds('grace_seconds', grace_seconds)
+    kill_seconds = check_seconds('kill_seconds', kill_seconds)
+    if ladder is None:
+        ladder = default_ladder(grace_seconds, kill_seconds)
+    if not isinstance(ladder, (list, tuple)) or not ladder:
+        raise EscalationError('ladder: must be a non-empty list of steps; got: %r' % (ladder,))
+    steps = []
+    for position, raw in enumerate(ladder):
+        where = 'ladder[%d]' % position
+        if not isinstance(raw, dict):
+            raise EscalationError('%s: must be a dictionary with signal (and wait) or action; got: %r' % (where, raw))
+        unknown = sorted(set(raw) - set(('signal', 'wait', 'action')))
+        if unknown:
+            raise EscalationError('%s: unknown key %s; a step has signal and wait, or action' % (where, ', '.join(unknown)))
+        action = raw.get('action')
+        if action is not None:
+            if action != FREEZE:
+                raise EscalationError("%s.action: unknown action %r; the only action is 'freeze'" % (where, action))
+            if raw.get('signal') is not None or raw.get('wait') is not None:
+                raise EscalationError('%s: a freeze step takes neither signal nor wait; got: %r' % (where, raw))
+            steps.append({'name': FREEZE, 'action': FREEZE, 'signal': 'SIGSTOP',
+                          'signum': int(signal.SIGSTOP), 'wait': 0.0})
+            continue
+        if raw.get('signal') is None:
+            raise EscalationError('%s: needs a signal or action; got: %r' % (where, raw))
+        name, signum = _signal_from_name('%s.signal' % where, raw['signal'])
+        if raw.get('wait') is None:
+            wait = kill_seconds if signum == signal.SIGKILL else grace_seconds
+        else:
+            wait = check_seconds('%s.wait' % where, raw['wait'])
+        steps.append({'name': name, 'action': 'signal', 'signal': name, 'signum': signum, 'wait': wait})
+    for position, step in enumerate(steps):
+        if step['action'] == FREEZE:
+            following = steps[position + 1] if position + 1 < len(steps) else None
+            if following is None or following['signum'] != signal.SIGKILL:
+                raise EscalationError('ladder[%d]: a freeze step must be followed by a SIGKILL step; got: %s'
+                                      % (position, repr(ladder[position + 1]) if following else 'the end of the ladder'))
+    return steps
+
+
+def check_poll_interval(value, option='poll_interval'):
+    return check_seconds(option, value, maximum=MAX_POLL_INTERVAL, minimum=MIN_POLL_INTERVAL)
+
+
+class Scope:
+    """What a run may touch. Build it with ``build_scope`` (validates)."""
+
+    def __init__(self, gpus, users=None, match=None, systemd_units=None, containers=None,
+                 kinds=('compute',), on_shared_holder='release', euid=None, own_pids=()):
+        self.gpus = sorted(set(int(index) for index in gpus))
+        self.users = list(users or [])
+        self.match = match
+        self.systemd_units = list(systemd_units or [])
+        self.containers = list(containers or [])
+        self.kinds = list(kinds or ['compute'])
+        self.on_shared_holder = on_shared_holder
+        self.euid = euid
+        self.own_pids = set(own_pids or ())
+
+    @property
+    def identifying_filters(self):
+        return bool(self.match is not None or self.systemd_units or self.containers)
+
+
+def build_scope(gpus, users=None, match=None, systemd_units=None, containers=None,
+                kinds=None, on_shared_holder='release', euid=None, own_pids=()):
+    """Validate the filters and return a ``Scope``. ``gpus`` are resolved indices."""
+    pattern = None
+    if match is not None and match != '':
+        try:
+            pattern = re.compile(match)
+        except re.error as exc:
+            raise EscalationError("match: invalid regular expression %r: %s" % (match, exc))
+    kinds = list(kinds) if kinds else ['compute']
+    for position, kind in enumerate(kinds):
+        if kind not in KINDS:
+            raise EscalationError("kinds[%d]: must be one of %s; got: %r" % (position, ', '.join(KINDS), kind))
+    if on_shared_holder not in ON_SHARED_HOLDER:
+        raise EscalationError('on_shared_holder: must be one of %s; got: %r'
+                              % (', '.join(ON_SHARED_HOLDER), on_shared_holder))
+    for option, values in (('users', users), ('systemd_units', systemd_units), ('containers', containers)):
+        for position, value in enumerate(values or []):
+            if value is None or str(value).strip() == '':
+                raise EscalationError('%s[%d]: must not be empty; got: %r' % (option, position, value))
+    return Scope(gpus, users=[str(u) for u in users or []], match=pattern,
+                 systemd_units=[str(u) for u in systemd_units or []],
+                 containers=[str(c) for c in containers or []], kinds=kinds,
+                 on_shared_holder=on_shared_holder, euid=euid, own_pids=own_pids)
+
+
+def own_lineage(pid=None):
+    """The PIDs of this process and all its ancestors (never signalled)."""
+    import os
+    pid = os.getpid() if pid is None else pid
+    pids = set()
+    while pid and pid not in pids:
+        pids.add(pid)
+        try:
+            pid = psutil.Process(pid).ppid()
+        except Exception:  # pylint: disable=broad-except
+            break
+    return pids
+
+
+# -- the plan ----------------------------------------------------------------
+
+def summarize(record, **extra):
+    """The short, stable view of a holder used in result lists."""
+    entry = {
+        'pid': record.get('pid'),
+        'ppid': record.get('ppid'),
+        'name': record.get('name'),
+        'title': record.get('title') or record.get('name'),
+        'user': record.get('user'),
+        'kind': record.get('kind'),
+        'state': record.get('state'),
+        'gpus': list(record.get('gpus') or []),
+        'gpu_memory_mib': dict(record.get('gpu_memory_mib') or {}),
+        'memory_mib': record.get('memory_mib') or 0,
+        'systemd_unit': record.get('systemd_unit'),
+        'container': record.get('container'),
+    }
+    entry.update(extra)
+    return entry
+
+
+def _user_matches(record, users):
+    if not users:
+        return True
+    candidates = set()
+    if record.get('user') is not None:
+        candidates.add(str(record['user']))
+    if record.get('uid') is not None:
+        candidates.add(str(record['uid']))
+    return bool(candidates & set(users))
+
+
+def _title_matches(record, pattern):
+    if pattern is None:
+        return True
+    for text in (record.get('title'), record.get('name'), record.get('exe')):
+        if text and pattern.search(text):
+            return True
+    return False
+
+
+def _unit_matches(record, patterns):
+    if not patterns:
+        return True
+    unit = record.get('systemd_unit')
+    return bool(unit) and any(fnmatch.fnmatchcase(unit, pattern) for pattern in patterns)
+
+
+def _container_matches(record, selectors):
+    if not selectors:
+        return True
+    container = record.get('container')
+    if not container:
+        return False
+    runtime = container.get('runtime') or ''
+    ident = container.get('id') or ''
+    for selector in selectors:
+        if selector == runtime or (ident and ident.startswith(selector)):
+            return True
+    return False
+
+
+def filter_reason(record, scope):
+    """Why the filters (users, match, units, containers) leave ``record`` out, or None."""
+    if not _user_matches(record, scope.users):
+        return 'user not selected'
+    if not _title_matches(record, scope.match):
+        return 'title does not match'
+    if not _unit_matches(record, scope.systemd_units):
+        return 'systemd unit not selected'
+    if not _container_matches(record, scope.containers):
+        return 'container not selected'
+    return None
+
+
+def _permission_reason(record, scope):
+    if scope.euid is None or scope.euid == 0:
+        return None
+    uid = record.get('uid')
+    if uid is not None and int(uid) != int(scope.euid):
+        return 'permission denied (owned by user %s)' % (record.get('user') or uid)
+    return None
+
+
+class Plan:
+    """The outcome of ``plan_release``; every list holds plain dicts."""
+
+    def __init__(self, gpus):
+        self.gpus = list(gpus)
+        self.targets = []      # holder records (copies) to release
+        self.protected = []    # summaries with ``reason``
+        self.skipped = []      # summaries with ``reason``
+        self.shared = []       # summaries of targets that also hold other GPUs
+        self.supervisors = []  # process summaries with ``children`` and ``reason``
+
+    @property
+    def target_pids(self):
+        return [record['pid'] for record in self.targets]
+
+    @property
+    def changes(self):
+        """Whether running the plan would send a signal."""
+        return bool(self.targets or self.supervisors)
+
+
+def plan_release(holders, scope, processes=None):
+    """Decide what to release. Pure: no signal, no ``/proc`` read.
+
+    ``holders`` are holder records; ``scope`` a ``Scope``. ``processes`` maps
+    the PID of each target's parent to a process dict (``pid``, ``ppid``,
+    ``name``, ``title``, ``user``, ``uid``, ``create_time``,
+    ``systemd_unit``, ``container``, ``children`` as a list of live child
+    PIDs); without it no supervisor is planned. Raises
+    ``SharedHolderError`` when ``on_shared_holder`` is ``fail`` and a target
+    holds GPUs outside the scope.
+    """
+    plan = Plan(scope.gpus)
+    selected = set(scope.gpus)
+    holder_pids = set()
+    for record in sorted(holders, key=lambda r: r['pid']):
+        holder_pids.add(record['pid'])
+        gpus = set(record.get('gpus') or [])
+        if record.get('is_self') or record['pid'] in scope.own_pids:
+            plan.protected.append(summarize(record, reason='the module itself or one of its ancestors'))
+            continue
+        if record.get('protected'):
+            plan.protected.append(summarize(record, reason=record.get('protected_reason') or 'protected'))
+            continue
+        reason = None
+        if not gpus & selected:
+            reason = 'out of scope'
+        elif record.get('kind') not in scope.kinds:
+            reason = 'kind %s not selected' % record.get('kind')
+        elif record.get('state') in ('zombie', 'dead'):
+            reason = 'already exited'
+        else:
+            reason = filter_reason(record, scope) or _permission_reason(record, scope)
+        if reason:
+            plan.skipped.append(summarize(record, reason=reason))
+            continue
+        target = dict(record)
+        outside = sorted(gpus - selected)
+        target['shared'] = bool(outside)
+        if outside:
+            plan.shared.append(summarize(record, outside_gpus=outside))
+        plan.targets.append(target)
+
+    if plan.shared and scope.on_shared_holder == 'fail':
+        raise SharedHolderError(
+            'on_shared_holder is fail and %s; nothing was signalled' % '; '.join(
+                'pid %d (%s) also holds GPU %s outside the selected GPUs %s' % (
+                    entry['pid'], entry['title'], ', '.join(str(i) for i in entry['outside_gpus']),
+                    ', '.join(str(i) for i in plan.gpus) or 'none')
+                for entry in plan.shared))
+
+    plan.supervisors = _plan_supervisors(plan, scope, processes or {}, holder_pids)
+    return plan
+
+
+def _plan_supervisors(plan, scope, processes, holder_pids):
+    target_pids = set(plan.target_pids)
+    by_parent = {}
+    for record in plan.targets:
+        by_parent.setdefault(record.get('ppid'), []).append(record['pid'])
+    supervisors = []
+    for ppid in sorted(p for p in by_parent if p):
+        process = processes.get(ppid)
+        if not process or ppid in target_pids or ppid in holder_pids:
+            continue
+        if ppid <= 2 or process.get('ppid') == 2 or ppid in scope.own_pids or process.get('is_self'):
+            continue
+        if process.get('protected') or process.get('name') in NEVER_SUPERVISORS:
+            continue
+        if not _user_matches(process, scope.users) or _permission_reason(process, scope):
+            continue
+        children = [pid for pid in process.get('children') or []]
+        if scope.identifying_filters and filter_reason(process, scope) is None:
+            reason = 'parent of targeted holders, within the selected filters'
+        elif children and all(pid in target_pids for pid in children):
+            reason = 'parent whose children are all targeted holders: it could respawn them'
+        else:
+            continue
+        entry = {
+            'pid': ppid,
+            'ppid': process.get('ppid'),
+            'name': process.get('name'),
+            'title': process.get('title') or process.get('name'),
+            'user': process.get('user'),
+            'create_time': process.get('create_time'),
+            'children': sorted(by_parent[ppid]),
+            'reason': reason,
+        }
+        supervisors.append(entry)
+    return supervisors
+
+
+def describe_process(pid):
+    """A process dict as ``plan_release`` wants for ``processes``, or None if gone."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            info = {
+                'pid': pid,
+                'ppid': proc.ppid(),
+                'name': proc.name(),
+                'create_time': proc.create_time(),
+                'uid': proc.uids().real,
+            }
+            try:
+                info['user'] = proc.username()
+            except Exception:  # pylint: disable=broad-except
+                info['user'] = str(info['uid'])
+        info['children'] = [child.pid for child in proc.children()
+                            if _safe_status(child) != 'zombie']
+    except Exception:  # pylint: disable=broad-except
+        return None
+    info['title'] = None
+    info['systemd_unit'] = None
+    info['container'] = None
+    try:
+        info['title'] = read_cmdline(pid) or info['name']
+    except Exception:  # pylint: disable=broad-except
+        info['title'] = info['name']
+    try:
+        info.update(read_cgroup(pid))
+    except Exception:  # pylint: disable=broad-except
+        pass
+    return info
+
+
+def _safe_status(proc):
+    try:
+        return proc.status()
+    except Exception:  # pylint: disable=broad-except
+        return 'gone'
+
+
+def parent_processes(holders):
+    """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``)."""
+    processes = {}
+    for record in holders:
+        ppid = record.get('ppid')
+        if ppid and ppid > 1 and ppid not in processes:
+            info = describe_process(ppid)
+            if info is not None:
+                processes[ppid] = info
+    return processes
+
+
+# -- probing the live system -------------------------------------------------
+
+class ProcProber:
+    """What the loop asks of the live system; unit tests pass a fake."""
+
+    def status(self, ref):
+        """``gone``, ``reused``, ``zombie``, or psutil's status of the live process."""
+        outcome = check_identity(ref)
+        if outcome in (GONE, REUSED, ZOMBIE):
+            return outcome
+        try:
+            return psutil.Process(ref.pid).status()
+        except psutil.ZombieProcess:
+            return ZOMBIE
+        except psutil.NoSuchProcess:
+            return GONE
+        except psutil.AccessDenied:
+            return 'unknown'
+
+    def wchan(self, pid):
+        try:
+            return read_wchan(pid)
+        except Exception:  # pylint: disable=broad-except
+            return None
+
+    def ignored_signals(self, pid):
+        """The set of signals ``pid`` ignores, or None if unreadable."""
+        try:
+            return signal_mask(read_status(pid), 'SigIgn')
+        except Exception:  # pylint: disable=broad-except
+            return None
+
+    def descendants(self, pid):
+        """``ProcessRef`` of every live descendant of ``pid``."""
+        try:
+            children = psutil.Process(pid).children(recursive=True)
+        except Exception:  # pylint: disable=broad-except
+            return []
+        refs = []
+        for child in children:
+            try:
+                refs.append(ProcessRef(child.pid, child.create_time()))
+            except Exception:  # pylint: disable=broad-except
+                continue
+        return refs
+
+    def ancestors(self, pid):
+        """PIDs of the ancestors of ``pid``, nearest first."""
+        chain = []
+        try:
+            for parent in psutil.Process(pid).parents():
+                chain.append(parent.pid)
+        except Exception:  # pylint: disable=broad-except
+            pass
+        return chain
+
+    def describe(self, pid):
+        """A minimal holder-like record for a process found during the run, or None."""
+        info = describe_process(pid)
+        if info is None:
+            return None
+        try:
+            status = psutil.Process(pid).status()
+        except Exception:  # pylint: disable=broad-except
+            status = None
+        info.update({'state': status, 'kind': 'compute', 'gpus': [], 'gpu_memory_mib': {},
+                     'memory_mib': 0, 'protected': False, 'is_self': False})
+        ignored = self.ignored_signals(pid)
+        info['sigterm_ignored'] = bool(ignored and signal.SIGTERM in ignored)
+        return info
+
+
+# -- the loop ----------------------------------------------------------------
+
+ACTIVE = 'active'
+RELEASED = 'released'
+SURVIVOR = 'survivor'
+REFUSED = 'denied'
+
+_STOPPED_STATES = ('stopped', 'tracing-stop')
+
+
+class _Target:
+    def __init__(self, record, position=0):
+        self.record = record
+        self.ref = ProcessRef.from_record(record)
+        self.position = position
+        self.entered = False
+        self.deadline = None
+        self.outcome = ACTIVE
+        self.last_signal = None
+        self.released_at = None
+        self.budget_end = None
+        self.release_outcome = None
+        self.state = record.get('state')
+        self.tree = {}       # pid -> ProcessRef of frozen descendants
+        self.frozen = False
+        self.killed = []     # descendant pids killed with the tree
+        self.skipped_steps = []
+        self.reason = None
+
+    @property
+    def pid(self):
+        return self.ref.pid
+
+    def describe(self):
+        gpus = self.record.get('gpus') or []
+        text = '(%s)' % (self.record.get('title') or self.record.get('name') or '?')
+        if gpus:
+            text += ' on GPU %s' % ', '.join(str(i) for i in gpus)
+        return text
+
+
+class Escalation:
+    """Walk every target along the ladder and wait until its GPUs are released.
+
+    ``nvml`` has ``poll(indices, timeout)`` (``_nvml.NvmlSession``) or is
+    None; ``prober`` is a ``ProcProber``; ``signaller(ref, signum, describe)``
+    returns an ``_identity`` outcome; ``clock()`` returns seconds and
+    ``sleep(seconds)`` waits. All are injectable for tests.
+    """
+
+    def __init__(self, plan, ladder, nvml=None, prober=None, signaller=None, log=None,
+                 clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
+                 nvml_timeout=None, known_pids=(), baseline_mib=None,
+                 threshold_mib=RELEASE_THRESHOLD_MIB):
+        self.plan = plan
+        self.ladder = ladder
+        self.nvml = nvml
+        self.prober = prober or ProcProber()
+        self.log = log
+        if signaller is None:
+            def signaller(ref, signum, describe=''):
+                return signal_process(ref, signum, log=self.log, describe=describe)
+        self.signaller = signaller
+        self.clock = clock
+        self.sleep = sleep
+        self.poll_interval = poll_interval
+        self.nvml_timeout = nvml_timeout
+        self.threshold_mib = threshold_mib
+        self.known_pids = set(known_pids)  # every holder of the snapshot
+        self.baseline_mib = dict(baseline_mib or {})
+        self.warnings = []
+        self.sent = 0
+        self.targets = {}
+        self.supervisors = []
+        self.memory_after = {}
+        self.pids_after = {}
+        self.nvml_ok = nvml is not None
+        self._start = None
+        self._steps = []
+
+    # -- helpers -----------------------------------------------------------
+
+    def _now(self):
+        return self.clock() - self._start
+
+    def _warn(self, text):
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def _signal(self, ref, signum, describe=''):
+        outcome = self.signaller(ref, signum, describe)
+        if outcome == SENT:
+            self.sent += 1
+        return outcome
+
+    def _step_log(self, position, now, pid=None, skipped=None):
+        entry = self._steps[position]
+        if entry['started_at'] is None:
+            entry['started_at'] = now
+        if pid is not None and pid not in entry['pids']:
+            entry['pids'].append(pid)
+        if skipped is not None:
+            entry['skipped'].append(skipped)
+        entry['_ended'] = max(entry['_ended'] or now, now)
+
+    def _remaining_wait(self, target, now):
+        """Seconds the ladder still grants ``target`` from ``now``."""
+        total = 0.0
+        position = target.position
+        if target.entered and target.deadline is not None:
+            total += max(0.0, target.deadline - now)
+            position += 1
+        for step in self.ladder[position:]:
+            total += step['wait']
+        return total
+
+    def _release(self, target, now, outcome):
+        target.budget_end = now + self._remaining_wait(target, now)
+        if target.entered and target.position < len(self.ladder):
+            self._step_log(target.position, now)
+        target.outcome = RELEASED
+        target.released_at = now
+        target.release_outcome = outcome
+
+    # -- supervisors -------------------------------------------------------
+
+    def _has_action(self, action=None, signum=None):
+        for step in self.ladder:
+            if action and step['action'] == action:
+                return True
+            if signum is not None and step['signum'] == signum:
+                return True
+        return False
+
+    def _freeze_supervisors(self):
+        if not self.plan.supervisors:
+            return
+        can_freeze = self._has_action(action=FREEZE)
+        for entry in self.plan.supervisors:
+            result = dict(entry, outcome='left alone')
+            self.supervisors.append(result)
+            if not can_freeze:
+                result['outcome'] = 'left alone: the ladder has no freeze step'
+                continue
+            ref = ProcessRef(entry['pid'], entry['create_time'])
+            outcome = self._signal(ref, signal.SIGSTOP, '(%s), supervisor of pid %s' % (
+                entry['title'], ', '.join(str(p) for p in entry['children'])))
+            result['outcome'] = 'frozen' if outcome == SENT else outcome
+            result['_ref'] = ref
+
+    def _kill_supervisor(self, result):
+        ref = result.pop('_ref', None)
+        if ref is None:
+            return
+        if self._has_action(signum=signal.SIGKILL):
+            outcome = self._signal(ref, signal.SIGKILL, '(%s), supervisor' % result['title'])
+            result['outcome'] = 'frozen and killed' if outcome == SENT else 'frozen, then %s' % outcome
+        else:
+            self._signal(ref, signal.SIGCONT, '(%s), supervisor' % result['title'])
+            result['outcome'] = 'frozen, then thawed: the ladder has no SIGKILL step'
+
+    def _kill_supervisors_of(self, pid):
+        for result in self.supervisors:
+            if pid in result['children'] and '_ref' in result:
+                self._kill_supervisor(result)
+
+    # -- trees -------------------------------------------------------------
+
+    def _excluded(self, pid):
+        return pid in self.known_pids and pid not in self.targets
+
+    def _freeze_tree(self, target):
+        """SIGSTOP the target and its descendants until no new descendant appears."""
+        outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
+        if outcome in (GONE, ZOMBIE, REUSED):
+            return outcome
+        if outcome == DENIED:
+            return outcome
+        target.frozen = True
+        for dummy in range(20):
+            fresh = [ref for ref in self.prober.descendants(target.pid)
+                     if ref.pid not in target.tree and not self._excluded(ref.pid)]
+            if not fresh:
+                break
+            for ref in fresh:
+                if self._signal(ref, signal.SIGSTOP, '(descendant of pid %d)' % target.pid) == SENT:
+                    target.tree[ref.pid] = ref
+        return SENT
+
+    def _kill_tree(self, target, signum):
+        if not target.frozen:
+            outcome = self._freeze_tree(target)
+            if outcome != SENT:
+                return outcome
+        outcome = self._signal(target.ref, signum, target.describe())
+        for pid, ref in sorted(target.tree.items()):
+            if self._signal(ref, signum, '(descendant of pid %d)' % target.pid) == SENT:
+                target.killed.append(pid)
+        self._kill_supervisors_of(target.pid)
+        return outcome
+
+    # -- one target, one step ----------------------------------------------
+
+    def _pointless(self, target, step):
+        """Why ``step`` cannot work on ``target`` (so its wait is skipped), or None."""
+        if step['signum'] == signal.SIGKILL:
+            return None
+        if target.state in _STOPPED_STATES:
+            return 'stopped'
+        if step['signum'] == signal.SIGTERM and target.record.get('sigterm_ignored'):
+            return 'ignores SIGTERM'
+        ignored = self.prober.ignored_signals(target.pid)
+        if ignored and step['signum'] in ignored:
+            return 'ignores %s' % step['signal']
+        return None
+
+    def _advance(self, target, now):
+        while target.outcome == ACTIVE:
+            if target.entered:
+                if now < target.deadline:
+                    return
+                self._step_log(target.position, now)
+                target.position += 1
+                target.entered = False
+            if target.position >= len(self.ladder):
+                target.outcome = SURVIVOR
+                target.budget_end = now
+                return
+            step = self.ladder[target.position]
+            if step['action'] == FREEZE:
+                outcome = self._freeze_tree(target)
+                self._step_log(target.position, now, pid=target.pid)
+                for pid in target.tree:
+                    self._step_log(target.position, now, pid=pid)
+                if self._settle(target, outcome, now):
+                    return
+                target.position += 1
+                continue
+            why = self._pointless(target, step)
+            if why:
+                self._step_log(target.position, now, skipped={'pid': target.pid, 'reason': why})
+                target.skipped_steps.append({'signal': step['signal'], 'reason': why})
+                target.position += 1
+                continue
+            if step['signum'] == signal.SIGKILL:
+                outcome = self._kill_tree(target, step['signum'])
+            else:
+                outcome = self._signal(target.ref, step['signum'], target.describe())
+            self._step_log(target.position, now, pid=target.pid)
+            for pid in target.killed:
+                self._step_log(target.position, now, pid=pid)
+            if self._settle(target, outcome, now):
+                return
+            target.last_signal = step['signal']
+            target.entered = True
+            target.deadline = now + step['wait']
+
+    def _settle(self, target, outcome, now):
+        """Handle a non-``sent`` outcome; True when the target left the ladder."""
+        if outcome in (GONE, ZOMBIE, REUSED):
+            self._release(target, now, 'exited' if outcome != ZOMBIE else ZOMBIE)
+            return True
+        if outcome == DENIED:
+            target.outcome = REFUSED
+            target.reason = 'permission denied'
+            target.budget_end = now
+            return True
+        return False
+
+    # -- observation -------------------------------------------------------
+
+    def _observe(self, now):
+        for target in self.targets.values():
+            if target.outcome not in (ACTIVE, SURVIVOR, REFUSED):
+                continue
+            status = self.prober.status(target.ref)
+            if status in (GONE, REUSED, ZOMBIE):
+                if target.outcome == ACTIVE:
+                    self._release(target, now, 'exited' if status != ZOMBIE else ZOMBIE)
+                else:
+                    # Released at the last moment, after the ladder ended.
+                    target.outcome = RELEASED
+                    target.released_at = now
+                    target.release_outcome = 'exited' if status != ZOMBIE else ZOMBIE
+            else:
+                target.state = status
+        if not self.nvml_ok or not self.plan.gpus:
+            return
+        try:
+            polled = self.nvml.poll(self.plan.gpus, self.nvml_timeout)
+        except Exception as exc:  # pylint: disable=broad-except
+            self.nvml_ok = False
+            self._warn('NVML polling stopped (%s); release is judged from /proc alone' % exc)
+            return
+        for index, reading in polled.items():
+            self.memory_after[index] = reading.get('memory_used_mib')
+            self.pids_after[index] = set(reading.get('pids') or ())
+            for pid in sorted(self.pids_after[index]):
+                if pid not in self.targets and pid not in self.known_pids:
+                    self._adopt(pid, index, now)
+
+    def _adopt(self, pid, index, now):
+        """A new holder of a targeted GPU: a target if it descends from one."""
+        self.known_pids.add(pid)
+        lineage = self.prober.ancestors(pid)
+        parent = None
+        for ancestor in lineage:
+            if ancestor in self.targets:
+                parent = self.targets[ancestor]
+                break
+            if any(ancestor in target.tree for target in self.targets.values()):
+                parent = next(t for t in self.targets.values() if ancestor in t.tree)
+                break
+            if any(ancestor == entry['pid'] for entry in self.supervisors):
+                parent = None
+                for target in self.targets.values():
+                    if target.record.get('ppid') == ancestor:
+                        parent = target
+                        break
+                break
+        if parent is None:
+            self._warn('GPU %d: pid %d appeared during the release and does not descend from a target; '
+                       'it was left alone' % (index, pid))
+            return
+        record = self.prober.describe(pid)
+        if record is None:
+            return
+        record['gpus'] = [index]
+        record['new'] = True
+        target = _Target(record, position=parent.position)
+        if parent.frozen or parent.outcome != ACTIVE:
+            # Its parent is past the polite steps: no grace for the newcomer.
+            target.position = max(parent.position, self._first_freeze())
+        self.targets[pid] = target
+        self.plan.targets.append(record)
+
+    def _first_freeze(self):
+        for position, step in enumerate(self.ladder):
+            if step['action'] == FREEZE or step['signum'] == signal.SIGKILL:
+                return position
+        return len(self.ladder) - 1
+
+    # -- decisions ---------------------------------------------------------
+
+    def _gpus_released(self):
+        """``{index: (released, reason)}`` from the last NVML reading."""
+        target_pids = set(self.targets)
+        result = {}
+        for index in self.plan.gpus:
+            pids = self.pids_after.get(index, set())
+            listed = sorted(pids & target_pids)
+            used = self.memory_after.get(index)
+            limit = self.baseline_mib.get(index, 0) + self.threshold_mib
+            if listed:
+                result[index] = (False, 'pid %s still listed by NVML' % ', '.join(str(p) for p in listed))
+            elif used is not None and used > limit and not (pids - self.known_pids):
+                result[index] = (False, '%d MiB used' % used)
+            else:
+                result[index] = (True, None)
+        return result
+
+    def _finished(self, now):
+        if any(t.outcome == ACTIVE for t in self.targets.values()):
+            return False
+        if not self.nvml_ok:
+            return True
+        if all(ok for ok, dummy in self._gpus_released().values()):
+            return True
+        return now >= self._memory_deadline()
+
+    def _memory_deadline(self):
+        ends = [t.budget_end for t in self.targets.values() if t.budget_end is not None]
+        return max(ends) if ends else 0.0
+
+    def _next_wake(self, now):
+        wake = now + self.poll_interval
+        for target in self.targets.values():
+            if target.outcome == ACTIVE and target.entered and target.deadline is not None:
+                wake = min(wake, target.deadline)
+        return wake
+
+    # -- the loop ----------------------------------------------------------
+
+    def run(self):
+        """Release the plan's targets; return a result dict (see ``result``)."""
+        self._start = self.clock()
+        self._steps = [{'name': step['name'], 'signal': step['signal'], 'pids': [], 'skipped': [],
+                        'started_at': None, '_ended': None} for step in self.ladder]
+        for record in self.plan.targets:
+            self.targets[record['pid']] = _Target(record)
+            self.known_pids.add(record['pid'])
+        self._freeze_supervisors()
+        freeze_supervisors_done = self._now()
+        while True:
+            now = self._now()
+            self._observe(now)
+            for target in list(self.targets.values()):
+                self._advance(target, now)
+            if self._finished(now):
+                break
+            delay = self._next_wake(now) - self._now()
+            if delay > 0:
+                self.sleep(delay)
+        for result in self.supervisors:
+            if '_ref' in result:
+                self._kill_supervisor(result)
+        return self.result(freeze_supervisors_done)
+
+    # -- the result --------------------------------------------------------
+
+    def result(self, freeze_supervisors_done=0.0):
+        elapsed = self._now()
+        released, survivors = [], []
+        for pid in sorted(self.targets):
+            target = self.targets[pid]
+            record = target.record
+            if target.outcome == RELEASED:
+                released.append(summarize(
+                    record,
+                    last_signal=target.last_signal,
+                    seconds_to_release=round(target.released_at, 3),
+                    outcome=target.release_outcome,
+                    shared=bool(record.get('shared')),
+                    skipped_steps=target.skipped_steps,
+                    descendants_killed=sorted(target.killed),
+                ))
+            else:
+                survivors.append(summarize(
+                    record,
+                    state=target.state,
+                    wchan=self.prober.wchan(pid) if target.outcome == SURVIVOR else None,
+                    last_signal=target.last_signal,
+                    reason=target.reason or 'still alive after %s and its wait' % (target.last_signal or 'the ladder'),
+                ))
+        stuck = []
+        gpus_state = self._gpus_released() if self.nvml_ok else {}
+        alive_on = set()
+        for entry in survivors:
+            alive_on.update(entry['gpus'])
+        for index in self.plan.gpus:
+            ok, why = gpus_state.get(index, (True, None))
+            if not ok and index not in alive_on:
+                stuck.append({'index': index, 'memory_used_mib': self.memory_after.get(index), 'reason': why})
+        steps = []
+        if self.supervisors:
+            steps.append({'name': 'freeze supervisors', 'signal': 'SIGSTOP',
+                          'pids': [entry['pid'] for entry in self.supervisors],
+                          'started_at': 0.0, 'seconds': round(freeze_supervisors_done, 3), 'skipped': []})
+        for entry in self._steps:
+            if entry['started_at'] is None:
+                continue
+            ended = entry['_ended'] if entry['_ended'] is not None else elapsed
+            steps.append({'name': entry['name'], 'signal': entry['signal'], 'pids': entry['pids'],
+                          'skipped': entry['skipped'], 'started_at': round(entry['started_at'], 3),
+                          'seconds': round(max(0.0, ended - entry['started_at']), 3)})
+        return {
+            'changed': self.sent > 0,
+            'signals_sent': self.sent,
+            'released': released,
+            'survivors': survivors,
+            'stuck_gpus': stuck,
+            'supervisors': [dict((k, v) for k, v in entry.items() if not k.startswith('_'))
+                            for entry in self.supervisors],
+            'steps': steps,
+            'memory_after': dict(self.memory_after) if self.nvml_ok or self.memory_after else {},
+            'nvml_used': self.nvml_ok,
+            'elapsed_seconds': round(elapsed, 3),
+            'warnings': list(self.warnings),
+        }
+
+
+def baseline_memory(holders, plan):
+    """``{index: MiB}`` held on each selected GPU by the holders left alone."""
+    targets = set(plan.target_pids)
+    baseline = dict((index, 0) for index in plan.gpus)
+    for record in holders:
+        if record['pid'] in targets:
+            continue
+        for key, mib in (record.get('gpu_memory_mib') or {}).items():
+            index = int(key)
+            if index in baseline and mib:
+                baseline[index] += int(mib)
+    return baseline
+
+
+def failure_lines(result, gpus=None):
+    """One line per survivor and per stuck GPU, each with the operator's next step."""
+    uuids = dict((gpu['index'], gpu.get('uuid')) for gpu in gpus or [])
+    lines = []
+    for entry in result['survivors']:
+        indices = ', '.join(str(i) for i in entry['gpus']) or '?'
+        if entry['reason'] == 'permission denied':
+            lines.append('pid %s (%s) on GPU %s: permission denied (user %s); run as root or as that user'
+                         % (entry['pid'], entry['title'], indices, entry.get('user')))
+            continue
+        lines.append('pid %s (%s) on GPU %s survived %s: state %s, wchan %s; next step: %s' % (
+            entry['pid'], entry['title'], indices, entry.get('last_signal') or 'the ladder',
+            entry.get('state') or 'unknown', entry.get('wchan') or 'unknown',
+            NEXT_STEP % (entry['gpus'][0] if entry['gpus'] else 'N')))
+    for entry in result['stuck_gpus']:
+        uuid = uuids.get(entry['index'])
+        lines.append('GPU %d%s still has %s MiB used after every targeted holder is gone (stuck context%s); '
+                     'next step: %s' % (
+                         entry['index'], ' (%s)' % uuid if uuid else '',
+                         entry['memory_used_mib'] if entry['memory_used_mib'] is not None else '?',
+                         ': %s' % entry['reason'] if entry.get('reason') and 'listed' in entry['reason'] else '',
+                         NEXT_STEP % entry['index']))
+    return lines

@@ -1,0 +1,555 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import signal
+
+import pytest
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation as esc
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
+    Escalation,
+    EscalationError,
+    SharedHolderError,
+    build_scope,
+    parse_ladder,
+    plan_release,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
+
+
+def holder(pid, gpus=(0,), **extra):
+    record = {
+        'pid': pid, 'ppid': 1, 'user': 'root', 'uid': 0, 'name': 'python3',
+        'title': 'VLLM::Worker_TP%d' % pid, 'exe': '/usr/bin/python3', 'create_time': 1000.0 + pid,
+        'state': 'sleeping', 'wchan': None, 'gpus': list(gpus),
+        'gpu_uuids': ['GPU-%d' % i for i in gpus],
+        'gpu_memory_mib': dict((str(i), 1000) for i in gpus), 'memory_mib': 1000 * len(gpus),
+        'nvml_types': ['compute'], 'device_paths': [], 'kind': 'compute', 'systemd_unit': None,
+        'container': None, 'protected': False, 'protected_reason': None, 'is_self': False,
+        'sigterm_ignored': False, 'orphaned': True,
+    }
+    record.update(extra)
+    return record
+
+
+# -- ladder ------------------------------------------------------------------
+
+def test_default_ladder():
+    steps = parse_ladder(None, 3, 4)
+    assert [(s['name'], s['wait']) for s in steps] == [('SIGTERM', 3.0), ('freeze', 0.0), ('SIGKILL', 4.0)]
+
+
+@pytest.mark.parametrize('ladder, grace, kill, message', [
+    ([], 10, 10, 'ladder: must be a non-empty list of steps; got: []'),
+    ([{'signal': 'SIGTERM'}, {'signal': 'SIGFOO'}], 10, 10, "ladder[1].signal: unknown signal 'SIGFOO'"),
+    ([{'signal': 'SIGTERM', 'wait': -1}], 10, 10, 'ladder[0].wait: must be a number of seconds from 0 to 3600; got: -1'),
+    ([{'signal': 'SIGTERM', 'wait': 3601}], 10, 10, 'ladder[0].wait: must be a number of seconds from 0 to 3600; got: 3601'),
+    ([{'signal': 'SIGTERM', 'wait': 'soon'}], 10, 10, "ladder[0].wait: must be a number of seconds from 0 to 3600; got: 'soon'"),
+    ([{'action': 'freeze'}], 10, 10, 'ladder[0]: a freeze step must be followed by a SIGKILL step; got: the end of the ladder'),
+    ([{'action': 'freeze'}, {'signal': 'SIGTERM'}], 10, 10,
+     "ladder[0]: a freeze step must be followed by a SIGKILL step; got: {'signal': 'SIGTERM'}"),
+    ([{'action': 'pause'}], 10, 10, "ladder[0].action: unknown action 'pause'; the only action is 'freeze'"),
+    ([{'action': 'freeze', 'wait': 1}, {'signal': 'SIGKILL'}], 10, 10,
+     "ladder[0]: a freeze step takes neither signal nor wait; got: {'action': 'freeze', 'wait': 1}"),
+    ([{'signal': 'SIGSTOP'}], 10, 10, "ladder[0].signal: signal 'SIGSTOP' is not allowed"),
+    ([{'signal': 15}], 10, 10, 'ladder[0].signal: must be a signal name such as SIGTERM; got: 15'),
+    ([{'wait': 3}], 10, 10, "ladder[0]: needs a signal or action; got: {'wait': 3}"),
+    ([{'signal': 'SIGTERM', 'delay': 3}], 10, 10, 'ladder[0]: unknown key delay'),
+    (['SIGTERM'], 10, 10, "ladder[0]: must be a dictionary with signal (and wait) or action; got: 'SIGTERM'"),
+    (None, -1, 10, 'grace_seconds: must be a number of seconds from 0 to 3600; got: -1'),
+    (None, 10, 86400, 'kill_seconds: must be a number of seconds from 0 to 3600; got: 86400'),
+])
+def test_bad_ladders_name_option_and_value(ladder, grace, kill, message):
+    with pytest.raises(EscalationError) as info:
+        parse_ladder(ladder, grace, kill)
+    assert str(info.value).startswith(message)
+
+
+def test_custom_ladder_defaults_and_names():
+    steps = parse_ladder([{'signal': 'int', 'wait': 1}, {'signal': 'TERM'}, {'action': 'freeze'},
+                          {'signal': 'sigkill'}], 7, 2)
+    assert [(s['signal'], s['wait']) for s in steps] == [
+        ('SIGINT', 1.0), ('SIGTERM', 7.0), ('SIGSTOP', 0.0), ('SIGKILL', 2.0)]
+
+
+@pytest.mark.parametrize('value, ok', [(0.05, True), (0.005, True), (0, False), (-1, False), (10, False)])
+def test_poll_interval(value, ok):
+    if ok:
+        assert esc.check_poll_interval(value) == value
+    else:
+        with pytest.raises(EscalationError, match='poll_interval: must be'):
+            esc.check_poll_interval(value)
+
+
+# -- scope and plan ----------------------------------------------------------
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'match': '('}, "match: invalid regular expression '('"),
+    ({'kinds': ['compute', 'daemon']}, "kinds[1]: must be one of compute, client; got: 'daemon'"),
+    ({'on_shared_holder': 'ask'}, "on_shared_holder: must be one of release, fail; got: 'ask'"),
+    ({'users': ['']}, "users[0]: must not be empty; got: ''"),
+])
+def test_bad_scope(kwargs, message):
+    with pytest.raises(EscalationError) as info:
+        build_scope([0], **kwargs)
+    assert str(info.value).startswith(message)
+
+
+def reasons(plan):
+    found = dict((e['pid'], e['reason']) for e in plan.skipped)
+    found.update((e['pid'], e['reason']) for e in plan.protected)
+    found.update((r['pid'], 'target') for r in plan.targets)
+    return found
+
+
+def test_plan_scope_protection_and_kinds():
+    holders = [
+        holder(10, gpus=[0]),
+        holder(11, gpus=[1]),
+        holder(12, gpus=[4]),
+        holder(13, gpus=[0], kind='client', memory_mib=0, gpu_memory_mib={}),
+        holder(14, gpus=[0, 1], name='nv-hostengine', protected=True, protected_reason='GPU client nv-hostengine'),
+        holder(15, gpus=[0], is_self=True, protected=True, protected_reason='self'),
+        holder(16, gpus=[1], state='zombie'),
+    ]
+    plan = plan_release(holders, build_scope([0, 1]))
+    assert reasons(plan) == {
+        10: 'target', 11: 'target', 12: 'out of scope', 13: 'kind compute not selected'.replace('compute', 'client'),
+        14: 'GPU client nv-hostengine', 15: 'the module itself or one of its ancestors', 16: 'already exited',
+    }
+    assert plan.changes
+    clients = plan_release(holders, build_scope([0, 1], kinds=['compute', 'client']))
+    assert 13 in clients.target_pids
+    assert 14 not in clients.target_pids and 15 not in clients.target_pids
+
+
+@pytest.mark.parametrize('scope, expected', [
+    ({'users': ['alice']}, [20]),
+    ({'users': ['1001']}, [20]),
+    ({'match': r'^VLLM::'}, [20, 21]),
+    ({'match': 'Engine'}, [21]),
+    ({'systemd_units': ['vllm*.service']}, [20]),
+    ({'containers': ['docker']}, [22]),
+    ({'containers': ['abc1']}, [22]),
+    ({'containers': ['podman']}, []),
+    ({'users': ['root'], 'match': 'train'}, [22]),
+])
+def test_plan_filters(scope, expected):
+    holders = [
+        holder(20, user='alice', uid=1001, systemd_unit='vllm-sim.service'),
+        holder(21, title='VLLM::EngineCore'),
+        holder(22, title='python train.py', container={'runtime': 'docker', 'id': 'abc123'}),
+    ]
+    plan = plan_release(holders, build_scope([0], **scope))
+    assert plan.target_pids == expected
+    for entry in plan.skipped:
+        assert entry['reason'] in ('user not selected', 'title does not match', 'systemd unit not selected',
+                                   'container not selected')
+
+
+def test_non_root_skips_other_users_before_signalling():
+    holders = [holder(30, user='bob', uid=1002), holder(31, user='alice', uid=1001)]
+    plan = plan_release(holders, build_scope([0], euid=1001))
+    assert plan.target_pids == [31]
+    assert plan.skipped[0]['reason'] == 'permission denied (owned by user bob)'
+
+
+def test_shared_holders_released_by_default_or_refused():
+    holders = [holder(40, gpus=[0, 5]), holder(41, gpus=[0])]
+    plan = plan_release(holders, build_scope([0]))
+    assert plan.target_pids == [40, 41]
+    assert [e['pid'] for e in plan.shared] == [40]
+    assert plan.shared[0]['outside_gpus'] == [5]
+    with pytest.raises(SharedHolderError) as info:
+        plan_release(holders, build_scope([0], on_shared_holder='fail'))
+    assert str(info.value) == ('on_shared_holder is fail and pid 40 (VLLM::Worker_TP40) also holds GPU 5 '
+                               'outside the selected GPUs 0; nothing was signalled')
+
+
+def process(pid, children, **extra):
+    entry = {'pid': pid, 'ppid': 1, 'name': 'python3', 'title': 'python3 supervisor.py', 'user': 'root',
+             'uid': 0, 'create_time': 500.0 + pid, 'systemd_unit': None, 'container': None,
+             'children': list(children)}
+    entry.update(extra)
+    return entry
+
+
+@pytest.mark.parametrize('parent, scope, expected_reason', [
+    (process(100, [50, 51]), {}, 'parent whose children are all targeted holders: it could respawn them'),
+    (process(100, [50, 51, 52]), {}, None),  # 52 is no target: a real parent, not a supervisor
+    (process(100, [50, 51], name='bash'), {}, None),
+    (process(100, [50, 51], name='containerd-shim-runc-v2'), {}, None),
+    (process(100, [50, 51], protected=True), {}, None),
+    (process(100, [50, 51], user='bob', uid=1002), {'users': ['root']}, None),
+    (process(100, [50, 51], user='bob', uid=1002), {'euid': 1001}, None),
+    (process(100, [50, 51, 52], systemd_unit='vllm.service'), {'systemd_units': ['vllm.service']},
+     'parent of targeted holders, within the selected filters'),
+    (process(100, [50, 51, 52], systemd_unit='other.service'), {'systemd_units': ['vllm.service']}, None),
+])
+def test_supervisor_rule(parent, scope, expected_reason):
+    unit = scope.get('systemd_units', [None])[0]
+    holders = [holder(50, ppid=100, systemd_unit=unit), holder(51, ppid=100, systemd_unit=unit)]
+    plan = plan_release(holders, build_scope([0], **scope), processes={100: parent})
+    if expected_reason is None:
+        assert plan.supervisors == []
+    else:
+        assert plan.supervisors == [{
+            'pid': 100, 'ppid': 1, 'name': parent['name'], 'title': parent['title'], 'user': parent['user'],
+            'create_time': parent['create_time'], 'children': [50, 51], 'reason': expected_reason}]
+        assert plan.changes
+
+
+@pytest.mark.parametrize('ppid, own', [(1, ()), (2, ()), (100, (100,))])
+def test_supervisor_never_init_kernel_or_self(ppid, own):
+    holders = [holder(50, ppid=ppid)]
+    plan = plan_release(holders, build_scope([0], own_pids=own), processes={ppid: process(ppid, [50])})
+    assert plan.supervisors == []
+
+
+def test_supervisor_that_is_a_holder_is_not_planned_twice():
+    holders = [holder(50, ppid=60), holder(60, gpus=[3], ppid=1)]
+    plan = plan_release(holders, build_scope([0]), processes={60: process(60, [50])})
+    assert plan.supervisors == []
+
+
+# -- the loop, against a simulated world ---------------------------------------
+
+class World:
+    """Processes, GPUs, a clock and a signaller that obey simple rules."""
+
+    def __init__(self, term_delay=0.2, kill_delay=0.05, stuck_memory=None):
+        self.now = 0.0
+        self.term_delay = term_delay
+        self.kill_delay = kill_delay
+        self.procs = {}
+        self.sent = []
+        self.stuck_memory = dict(stuck_memory or {})
+        self.polls = 0
+        self.events = []  # (time, callable)
+
+    def add(self, record, ignores_term=False, unkillable=False, forks_on_term=None, zombie_on_exit=True,
+            parent=None):
+        self.procs[record['pid']] = {
+            'record': record, 'exit_at': None, 'exited': False, 'state': record.get('state', 'sleeping'),
+            'ignores_term': ignores_term, 'unkillable': unkillable, 'forks_on_term': forks_on_term,
+            'ppid': parent if parent is not None else record.get('ppid', 1),
+            'create_time': record['create_time'],
+        }
+        return record
+
+    # clock
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        assert seconds > 0
+        self.now += seconds
+        self._tick()
+
+    def _tick(self):
+        for pid, proc in self.procs.items():
+            if not proc['exited'] and proc['exit_at'] is not None and self.now >= proc['exit_at']:
+                proc['exited'] = True
+                proc['state'] = 'zombie'
+        for when, action in list(self.events):
+            if self.now >= when:
+                self.events.remove((when, action))
+                action()
+
+    # signaller
+    def signaller(self, ref, signum, describe=''):
+        proc = self.procs.get(ref.pid)
+        if proc is None or abs(proc['create_time'] - ref.create_time) > 0.001:
+            return 'reused' if proc else 'gone'
+        if proc['exited']:
+            return 'zombie'
+        if proc.get('denied'):
+            return 'denied'
+        self.sent.append((round(self.now, 3), ref.pid, signal.Signals(signum).name))
+        if signum == signal.SIGSTOP:
+            proc['state'] = 'stopped'
+        elif signum == signal.SIGCONT:
+            proc['state'] = 'sleeping'
+        elif signum == signal.SIGKILL:
+            if proc['unkillable']:
+                proc['state'] = 'disk-sleep'
+            elif proc['exit_at'] is None or proc['exit_at'] > self.now + self.kill_delay:
+                proc['exit_at'] = self.now + self.kill_delay
+        elif signum == signal.SIGTERM and proc['state'] != 'stopped' and not proc['ignores_term']:
+            if proc['forks_on_term']:
+                proc['forks_on_term']()
+            if proc['exit_at'] is None:
+                proc['exit_at'] = self.now + self.term_delay
+        return 'sent'
+
+    # prober
+    def status(self, ref):
+        proc = self.procs.get(ref.pid)
+        if proc is None:
+            return 'gone'
+        if abs(proc['create_time'] - ref.create_time) > 0.001:
+            return 'reused'
+        return 'zombie' if proc['exited'] else proc['state']
+
+    def wchan(self, pid):
+        return 'uvm_spin_loop' if self.procs[pid]['unkillable'] else 'do_wait'
+
+    def ignored_signals(self, pid):
+        return set([signal.SIGTERM]) if self.procs[pid]['ignores_term'] else set()
+
+    def descendants(self, pid):
+        found, frontier, seen = [], [pid], set([pid])
+        while frontier:
+            parent = frontier.pop()
+            for child, proc in self.procs.items():
+                if proc['ppid'] == parent and not proc['exited'] and child not in seen:
+                    seen.add(child)
+                    found.append(ProcessRef(child, proc['create_time']))
+                    frontier.append(child)
+        return found
+
+    def ancestors(self, pid):
+        chain = []
+        current = self.procs[pid]['ppid']
+        while current in self.procs and current not in chain and current != pid:
+            chain.append(current)
+            current = self.procs[current]['ppid']
+        return chain
+
+    def describe(self, pid):
+        record = holder(pid, ppid=self.procs[pid]['ppid'], create_time=self.procs[pid]['create_time'])
+        return record
+
+    # nvml
+    def poll(self, indices, timeout=None):
+        self.polls += 1
+        result = {}
+        for index in indices:
+            used = self.stuck_memory.get(index, 0)
+            pids = set()
+            for pid, proc in self.procs.items():
+                if proc['exited']:
+                    continue
+                mib = (proc['record'].get('gpu_memory_mib') or {}).get(str(index))
+                if mib:
+                    used += mib
+                    pids.add(pid)
+            result[index] = {'memory_used_mib': used, 'pids': pids}
+        return result
+
+
+def run(world, holders, scope=None, ladder=None, processes=None, nvml=True, grace=10, kill=10, poll=0.02):
+    scope = scope or build_scope([0, 1])
+    plan = plan_release(holders, scope, processes=processes)
+    escalation = Escalation(
+        plan, parse_ladder(ladder, grace, kill), nvml=world if nvml else None, prober=world,
+        signaller=world.signaller, clock=world.clock, sleep=world.sleep, poll_interval=poll,
+        known_pids=[h['pid'] for h in holders], baseline_mib=esc.baseline_memory(holders, plan))
+    return plan, escalation.run()
+
+
+def test_polite_holders_released_within_their_grace():
+    world = World(term_delay=0.2)
+    holders = [world.add(holder(1)), world.add(holder(2, gpus=[1]))]
+    plan, result = run(world, holders)
+    assert [s[2] for s in world.sent] == ['SIGTERM', 'SIGTERM']
+    assert result['changed'] is True
+    assert [e['pid'] for e in result['released']] == [1, 2]
+    assert all(e['last_signal'] == 'SIGTERM' for e in result['released'])
+    assert result['survivors'] == [] and result['stuck_gpus'] == []
+    assert 0.2 <= result['elapsed_seconds'] <= 0.2 + 0.05
+    assert result['released'][0]['seconds_to_release'] <= 0.25
+    assert result['steps'][0]['name'] == 'SIGTERM' and result['steps'][0]['pids'] == [1, 2]
+
+
+def test_sigterm_ignoring_holder_skips_grace_and_adds_no_time():
+    polite = World(term_delay=0.2)
+    holders = [polite.add(holder(1)), polite.add(holder(2))]
+    dummy, baseline = run(polite, holders)
+
+    world = World(term_delay=0.2)
+    holders = [world.add(holder(1)), world.add(holder(2)),
+               world.add(holder(3, sigterm_ignored=True), ignores_term=True)]
+    dummy, result = run(world, holders)
+    assert result['elapsed_seconds'] <= baseline['elapsed_seconds'] + 0.3
+    # The stubborn one is frozen and killed at once, the others get SIGTERM.
+    assert (0.0, 3, 'SIGSTOP') in world.sent and (0.0, 3, 'SIGKILL') in world.sent
+    assert (0.0, 3, 'SIGTERM') not in world.sent
+    stubborn = [e for e in result['released'] if e['pid'] == 3][0]
+    assert stubborn['last_signal'] == 'SIGKILL'
+    assert stubborn['skipped_steps'] == [{'signal': 'SIGTERM', 'reason': 'ignores SIGTERM'}]
+    assert stubborn['seconds_to_release'] <= 0.1
+
+
+def test_stopped_holder_skips_grace():
+    world = World()
+    holders = [world.add(holder(1, state='stopped'))]
+    dummy, result = run(world, holders)
+    assert [s[2] for s in world.sent] == ['SIGSTOP', 'SIGKILL']
+    assert result['released'][0]['skipped_steps'][0]['reason'] == 'stopped'
+
+
+def test_survivor_in_disk_sleep_fails_within_the_deadline():
+    world = World()
+    holders = [world.add(holder(1), ignores_term=True, unkillable=True)]
+    dummy, result = run(world, holders, grace=2, kill=1)
+    assert result['released'] == []
+    survivor = result['survivors'][0]
+    assert survivor['state'] == 'disk-sleep' and survivor['wchan'] == 'uvm_spin_loop'
+    assert survivor['last_signal'] == 'SIGKILL'
+    # No grace spent: SIGTERM is ignored, so freeze + SIGKILL at once, then the kill wait.
+    assert 1.0 <= result['elapsed_seconds'] <= 1.05
+    lines = esc.failure_lines(result, [{'index': 0, 'uuid': 'GPU-0'}])
+    assert lines == ['pid 1 (VLLM::Worker_TP1) on GPU 0 survived SIGKILL: state disk-sleep, wchan uvm_spin_loop; '
+                     'next step: a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i 0) '
+                     'or a reboot']
+
+
+def test_full_ladder_timing_for_a_polite_but_slow_holder():
+    world = World(term_delay=100)
+    holders = [world.add(holder(1))]
+    dummy, result = run(world, holders, grace=2, kill=1)
+    assert [s[2] for s in world.sent] == ['SIGTERM', 'SIGSTOP', 'SIGKILL']
+    assert world.sent[1][0] == pytest.approx(2.0, abs=0.001)
+    assert 2.05 <= result['elapsed_seconds'] <= 2.1
+    assert [s['name'] for s in result['steps']] == ['SIGTERM', 'freeze', 'SIGKILL']
+    assert result['steps'][0]['seconds'] == pytest.approx(2.0, abs=0.001)
+
+
+def test_stuck_context_fails_naming_the_gpu():
+    world = World(stuck_memory={1: 20480})
+    holders = [world.add(holder(1, gpus=[1]))]
+    dummy, result = run(world, holders, grace=1, kill=1)
+    assert [e['pid'] for e in result['released']] == [1]
+    assert result['stuck_gpus'] == [{'index': 1, 'memory_used_mib': 20480, 'reason': '20480 MiB used'}]
+    # bounded by what the ladder grants: the rest of the grace and the kill wait
+    assert result['elapsed_seconds'] <= 2.0 + 0.05
+    lines = esc.failure_lines(result, [{'index': 1, 'uuid': 'GPU-abc'}])
+    assert lines == ['GPU 1 (GPU-abc) still has 20480 MiB used after every targeted holder is gone '
+                     '(stuck context); next step: a GPU reset (gpu_reclaim_allow_reset in the role, or '
+                     'nvidia-smi --gpu-reset -i 1) or a reboot']
+
+
+def test_slow_release_waits_for_memory_not_for_the_process():
+    world = World(term_delay=0.1, stuck_memory={0: 5000})
+    holders = [world.add(holder(1))]
+    world.events.append((1.5, lambda: world.stuck_memory.pop(0)))
+    dummy, result = run(world, holders)
+    assert result['stuck_gpus'] == []
+    assert 1.5 <= result['elapsed_seconds'] <= 1.55
+    assert result['memory_after'] == {0: 0, 1: 0}
+
+
+def test_memory_of_holders_left_alone_is_the_baseline():
+    world = World()
+    protected = world.add(holder(9, name='nv-hostengine', protected=True, gpu_memory_mib={'0': 300}))
+    holders = [world.add(holder(1)), protected]
+    dummy, result = run(world, holders)
+    assert result['stuck_gpus'] == [] and result['elapsed_seconds'] < 0.3
+    assert 9 not in [s[1] for s in world.sent]
+
+
+def test_reused_and_gone_pids_are_released_without_a_signal():
+    world = World()
+    holders = [holder(1), holder(2)]
+    world.add(dict(holders[1], create_time=5.0))  # pid 2 now belongs to a newcomer
+    dummy, result = run(world, holders)
+    assert world.sent == []
+    assert result['changed'] is False
+    assert sorted(e['pid'] for e in result['released']) == [1, 2]
+
+
+def test_denied_is_a_survivor_with_the_reason():
+    world = World()
+    holders = [world.add(holder(1))]
+    world.procs[1]['denied'] = True
+    dummy, result = run(world, holders)
+    assert result['survivors'][0]['reason'] == 'permission denied'
+    assert esc.failure_lines(result)[0].startswith('pid 1 (VLLM::Worker_TP1) on GPU 0: permission denied')
+
+
+def test_supervisor_frozen_first_and_killed_at_the_end():
+    world = World()
+    world.procs[100] = {'record': {}, 'exit_at': None, 'exited': False, 'state': 'sleeping',
+                        'ignores_term': False, 'unkillable': False, 'forks_on_term': None, 'ppid': 1,
+                        'create_time': 600.0}
+    holders = [world.add(holder(1, ppid=100)), world.add(holder(2, ppid=100, gpus=[1]))]
+    processes = {100: process(100, [1, 2], create_time=600.0)}
+    plan, result = run(world, holders, processes=processes)
+    assert world.sent[0] == (0.0, 100, 'SIGSTOP')
+    assert world.sent[-1][1:] == (100, 'SIGKILL')
+    assert result['supervisors'][0]['outcome'] == 'frozen and killed'
+    assert result['steps'][0] == {'name': 'freeze supervisors', 'signal': 'SIGSTOP', 'pids': [100],
+                                  'started_at': 0.0, 'seconds': 0.0, 'skipped': []}
+
+
+def test_tree_frozen_until_no_new_descendant_then_killed():
+    world = World(term_delay=100)
+    target = world.add(holder(1))
+    world.add(holder(7, gpus=[]), parent=1)
+    grandchild = holder(8, gpus=[])
+    original = world.descendants
+    calls = []
+
+    def forking_descendants(pid):
+        calls.append(pid)
+        found = original(pid)
+        if len(calls) == 1:  # a grandchild forked before its parent was frozen
+            world.add(dict(grandchild), parent=7)
+        return found
+
+    world.descendants = forking_descendants
+    dummy, result = run(world, [target], grace=0.5, kill=1)
+    stops = [s[1] for s in world.sent if s[2] == 'SIGSTOP']
+    kills = [s[1] for s in world.sent if s[2] == 'SIGKILL']
+    assert stops == [1, 7, 8] and kills == [1, 7, 8]
+    assert result['released'][0]['descendants_killed'] == [7, 8]
+    assert len(calls) == 3
+
+
+def test_new_holder_forked_by_a_target_is_adopted():
+    world = World(term_delay=0.3)
+    target = world.add(holder(1))
+
+    def fork():
+        world.add(holder(55, gpus=[0], create_time=77.0), parent=1, ignores_term=True)
+
+    world.procs[1]['forks_on_term'] = fork
+    dummy, result = run(world, [target])
+    assert 55 in [e['pid'] for e in result['released']]
+    assert (55, 'SIGKILL') in [s[1:] for s in world.sent]
+    assert result['stuck_gpus'] == []
+
+
+def test_nvml_failure_falls_back_to_proc():
+    world = World()
+    holders = [world.add(holder(1))]
+
+    def broken(indices, timeout=None):
+        raise RuntimeError('NVML call poll did not return within 5 seconds')
+
+    world.poll = broken
+    dummy, result = run(world, holders)
+    assert result['released'][0]['pid'] == 1
+    assert result['nvml_used'] is False
+    assert 'NVML polling stopped' in result['warnings'][0]
+
+
+def test_nothing_to_do_sends_nothing():
+    world = World()
+    dummy, result = run(world, [])
+    assert world.sent == [] and result['changed'] is False
+    assert result['elapsed_seconds'] == 0.0
+
+
+def test_polls_are_spaced_by_the_poll_interval():
+    world = World(term_delay=1.0)
+    holders = [world.add(holder(1))]
+    run(world, holders, poll=0.05)
+    assert 20 <= world.polls <= 23
