@@ -553,3 +553,123 @@ def test_polls_are_spaced_by_the_poll_interval():
     holders = [world.add(holder(1))]
     run(world, holders, poll=0.05)
     assert 20 <= world.polls <= 23
+
+
+# -- the loop against real child processes (signals only what the test starts) --
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import psutil  # noqa: E402
+
+POLITE = 'import time\nwhile True:\n    time.sleep(0.01)\n'
+STUBBORN = 'import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)\n'
+RESPAWNER = (
+    'import subprocess, sys, time\n'
+    'worker = subprocess.Popen([sys.executable, "-c", %r])\n'
+    'while True:\n'
+    '    if worker.poll() is not None:\n'
+    '        worker = subprocess.Popen([sys.executable, "-c", %r])\n'
+    '    time.sleep(0.01)\n'
+) % (POLITE, POLITE)
+FORKER = (
+    'import os, signal, subprocess, sys, time\n'
+    'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+    'children = []\n'
+    'while True:\n'
+    '    children.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))\n'
+    '    time.sleep(0.02)\n'
+)
+
+
+@pytest.fixture
+def spawned():
+    procs = []
+
+    def spawn(code):
+        proc = subprocess.Popen([sys.executable, '-c', code])
+        procs.append(proc)
+        return proc
+
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def real_holder(pid, **extra):
+    proc = psutil.Process(pid)
+    return holder(pid, ppid=proc.ppid(), create_time=proc.create_time(), user=proc.username(),
+                  uid=proc.uids().real, name=proc.name(), title=' '.join(proc.cmdline())[:40], **extra)
+
+
+def wait_for(predicate, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.01)
+    raise AssertionError('condition not met in %s s' % timeout)
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def real_run(holders, **kwargs):
+    scope = build_scope([0], own_pids=esc.own_lineage())
+    plan = plan_release(holders, scope, processes=esc.parent_processes(holders))
+    lines = []
+    escalation = Escalation(plan, parse_ladder(None, kwargs.get('grace', 5), kwargs.get('kill', 5)),
+                            nvml=None, log=lines.append, poll_interval=0.02,
+                            known_pids=[h['pid'] for h in holders])
+    return plan, escalation.run(), lines
+
+
+def test_real_stubborn_among_polite_adds_no_grace(spawned):
+    polite = [spawned(POLITE) for dummy in range(2)]
+    stubborn = spawned(STUBBORN)
+    time.sleep(0.3)  # let the stubborn one install its handler
+    holders = [real_holder(p.pid) for p in polite]
+    holders.append(real_holder(stubborn.pid, sigterm_ignored=True))
+    plan, result, lines = real_run(holders, grace=5)
+    assert plan.supervisors == []  # the test runner is an ancestor, never a supervisor
+    assert result['survivors'] == []
+    assert result['elapsed_seconds'] < 1.0
+    assert stubborn.wait(2) == -signal.SIGKILL
+    assert all(p.wait(2) == -signal.SIGTERM for p in polite)
+    assert 'sent SIGKILL to pid %d' % stubborn.pid in '\n'.join(lines)
+
+
+def test_real_respawning_supervisor_is_frozen_and_killed(spawned):
+    supervisor = spawned(RESPAWNER)
+    worker = wait_for(lambda: psutil.Process(supervisor.pid).children())[0]
+    holders = [real_holder(worker.pid)]
+    plan, result, lines = real_run(holders)
+    assert [s['pid'] for s in plan.supervisors] == [supervisor.pid]
+    assert result['supervisors'][0]['outcome'] == 'frozen and killed'
+    assert supervisor.wait(2) == -signal.SIGKILL
+    assert [e['pid'] for e in result['released']] == [worker.pid]
+    time.sleep(0.1)
+    assert not alive(worker.pid)
+
+
+def test_real_forker_tree_is_frozen_and_killed(spawned):
+    forker = spawned(FORKER)
+    wait_for(lambda: len(psutil.Process(forker.pid).children()) >= 2)
+    holders = [real_holder(forker.pid, sigterm_ignored=True)]
+    plan, result, lines = real_run(holders)
+    released = result['released'][0]
+    assert released['last_signal'] == 'SIGKILL'
+    assert len(released['descendants_killed']) >= 2
+    assert forker.wait(2) == -signal.SIGKILL
+    for pid in released['descendants_killed']:
+        wait_for(lambda: not alive(pid))
+    assert not [line for line in lines if 'pid %d ' % os.getpid() in line]
