@@ -1,0 +1,217 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Deciding whether GPUs are free, and saying why not.
+
+A GPU is free when both hold:
+
+- its used memory (NVML v2 struct, reserved memory excluded) is at most the
+  limit: ``max_used_percent`` of its total memory when that is given,
+  otherwise ``max_used_mib``;
+- no holder of kind ``compute`` and no process in an NVML graphics list
+  holds it, apart from the holders named in ``allow``.
+
+Monitoring clients (kind ``client``: they hold a device node but no memory)
+never make a GPU busy.
+
+``evaluate`` decides from one snapshot; ``wait_until_free`` repeats a probe
+until the GPUs are free or the timeout has passed. Both are pure apart from
+the injected probe, clock and sleep.
+
+This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+DEFAULT_MAX_USED_MIB = 64
+DEFAULT_POLL_INTERVAL = 0.05
+MAX_TIMEOUT_SECONDS = 3600.0
+
+RECLAIM_STEP = 'run gpuops.reclaim.gpu_reclaim (or the role gpuops.reclaim.gpu_reclaim) to release the holders'
+RESET_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
+
+_STATE_LETTERS = {
+    'running': 'R', 'sleeping': 'S', 'disk-sleep': 'D', 'zombie': 'Z', 'stopped': 'T',
+    'tracing-stop': 't', 'dead': 'X', 'wake-kill': 'K', 'waking': 'W', 'parked': 'P', 'idle': 'I',
+}
+
+
+class ProofError(ValueError):
+    """Bad input: the message names the option and the value received."""
+
+
+def check_limits(max_used_mib=None, max_used_percent=None, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVAL):
+    """Validate the options; raise ``ProofError`` naming the option and value."""
+    if max_used_mib is not None and (isinstance(max_used_mib, bool) or max_used_mib < 0):
+        raise ProofError('max_used_mib: must be 0 or more; got: %r' % (max_used_mib,))
+    if max_used_percent is not None and not (0 <= max_used_percent <= 100):
+        raise ProofError('max_used_percent: must be from 0 to 100; got: %r' % (max_used_percent,))
+    if timeout_seconds is None or not (0 <= timeout_seconds <= MAX_TIMEOUT_SECONDS):
+        raise ProofError('timeout_seconds: must be a number of seconds from 0 to %g; got: %r'
+                         % (MAX_TIMEOUT_SECONDS, timeout_seconds))
+    if poll_interval is None or not (0.005 <= poll_interval <= 5):
+        raise ProofError('poll_interval: must be a number of seconds from 0.005 to 5; got: %r' % (poll_interval,))
+
+
+def state_letter(state):
+    return _STATE_LETTERS.get(state or '', state or '?')
+
+
+def is_allowed(record, allow):
+    """Whether ``record`` is named in ``allow`` (executable names or PIDs)."""
+    names = set()
+    for text in (record.get('name'), record.get('exe')):
+        if text:
+            names.add(os.path.basename(text))
+    title = record.get('title') or ''
+    if title:
+        names.add(os.path.basename(title.split()[0]))
+    for entry in allow or ():
+        entry = str(entry).strip()
+        if entry.isdigit() and int(entry) == record.get('pid'):
+            return True
+        if entry in names:
+            return True
+    return False
+
+
+def _blocks(record):
+    return record.get('kind') == 'compute' or 'graphics' in (record.get('nvml_types') or [])
+
+
+def limit_mib(gpu, max_used_mib=None, max_used_percent=None):
+    """The most memory a free GPU may show, in MiB."""
+    if max_used_percent is not None and gpu.get('memory_total_mib'):
+        return gpu['memory_total_mib'] * max_used_percent / 100.0
+    return DEFAULT_MAX_USED_MIB if max_used_mib is None else max_used_mib
+
+
+def describe_holder(record):
+    """``pid 233730 VLLM::Worker_TP5 (orphaned, parent 1, state S)``."""
+    details = []
+    if record.get('orphaned'):
+        details.append('orphaned')
+    details.append('parent %s' % record.get('ppid'))
+    details.append('state %s' % state_letter(record.get('state')))
+    if record.get('state') == 'disk-sleep' and record.get('wchan'):
+        details.append('wchan %s' % record['wchan'])
+    return 'pid %s %s (%s)' % (record.get('pid'), record.get('title') or record.get('name'), ', '.join(details))
+
+
+def short_uuid(uuid):
+    if not uuid:
+        return None
+    return uuid if len(uuid) <= 8 else uuid[:8] + '\u2026'
+
+
+def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=None, allow=(),
+             nvml_available=True):  # pylint: disable=unused-argument
+    """Decide, from one snapshot, whether the selected GPUs are free.
+
+    ``gpus`` and ``holders`` are records as in docs/architecture.md;
+    ``selected`` GPU indices (None: all). Returns a dict with ``free``,
+    ``gpus`` (per GPU: ``index``, ``uuid``, ``memory_used_mib``,
+    ``memory_total_mib``, ``limit_mib``, ``free``, ``holder_pids``,
+    ``allowed_pids``, ``reasons``), ``holders`` (those that keep a selected
+    GPU busy), ``allowed`` (holders accepted through ``allow``) and
+    ``lines`` (one text line per busy GPU, then the next steps).
+    """
+    chosen = [gpu for gpu in gpus if selected is None or gpu['index'] in set(selected)]
+    chosen.sort(key=lambda gpu: gpu['index'])
+    busy_holders, allowed, lines = [], [], []
+    busy_pids, allowed_pids = set(), set()
+    reclaim_needed = False
+    reset_gpus = []
+    result_gpus = []
+    for gpu in chosen:
+        index = gpu['index']
+        on_gpu = [h for h in holders if index in (h.get('gpus') or []) and _blocks(h)]
+        blocking = [h for h in on_gpu if not is_allowed(h, allow)]
+        accepted = [h for h in on_gpu if is_allowed(h, allow)]
+        used = gpu.get('memory_used_mib')
+        limit = limit_mib(gpu, max_used_mib, max_used_percent)
+        accepted_mib = sum(int((h.get('gpu_memory_mib') or {}).get(str(index)) or 0) for h in accepted)
+        reasons = []
+        if blocking:
+            reasons.append('held by %d process%s' % (len(blocking), '' if len(blocking) == 1 else 'es'))
+        memory_busy = used is not None and used - accepted_mib > limit
+        if memory_busy:
+            reasons.append('%d MiB used, more than %g MiB' % (used, limit))
+        free = not reasons
+        result_gpus.append({
+            'index': index,
+            'uuid': gpu.get('uuid'),
+            'memory_used_mib': used,
+            'memory_total_mib': gpu.get('memory_total_mib'),
+            'limit_mib': limit,
+            'free': free,
+            'holder_pids': sorted(h['pid'] for h in blocking),
+            'allowed_pids': sorted(h['pid'] for h in accepted),
+            'reasons': reasons,
+        })
+        for h in blocking:
+            if h['pid'] not in busy_pids:
+                busy_pids.add(h['pid'])
+                busy_holders.append(h)
+        for h in accepted:
+            if h['pid'] not in allowed_pids:
+                allowed_pids.add(h['pid'])
+                allowed.append(h)
+        if free:
+            continue
+        uuid = short_uuid(gpu.get('uuid'))
+        memory = '%s MiB used' % (used if used is not None else 'unknown')
+        held = ', '.join(describe_holder(h) for h in blocking) if blocking else (
+            'none (stuck context)' if memory_busy else 'none')
+        lines.append('GPU %d%s busy: %s; holders: %s' % (index, ' (%s)' % uuid if uuid else '', memory, held))
+        stuck = [h for h in blocking if h.get('state') == 'disk-sleep']
+        if not blocking or stuck:
+            reset_gpus.append(index)
+        if any(h.get('state') != 'disk-sleep' for h in blocking):
+            reclaim_needed = True
+
+    if lines:
+        if reclaim_needed:
+            lines.append('Next step: %s.' % RECLAIM_STEP)
+        for index in reset_gpus:
+            entry = [r for r in result_gpus if r['index'] == index][0]
+            why = ('a holder in state D cannot be killed' if entry['holder_pids']
+                   else 'memory is held with no holder (stuck context)')
+            lines.append('Next step for GPU %d: %s, so %s.' % (index, why, RESET_STEP % index))
+    return {
+        'free': not any(not g['free'] for g in result_gpus),
+        'gpus': result_gpus,
+        'holders': busy_holders,
+        'allowed': allowed,
+        'lines': lines,
+    }
+
+
+def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVAL, clock=time.monotonic,
+                    sleep=time.sleep, **criteria):
+    """Call ``probe()`` until ``evaluate`` says free or ``timeout_seconds`` passed.
+
+    ``probe()`` returns ``(gpus, holders, nvml_available)``. ``criteria`` go
+    to ``evaluate``. Returns the last evaluation with ``waited_seconds`` and
+    ``polls`` added. With ``timeout_seconds`` 0 the probe runs once.
+    """
+    start = clock()
+    polls = 0
+    while True:
+        gpus, holders, nvml_available = probe()
+        polls += 1
+        verdict = evaluate(gpus, holders, nvml_available=nvml_available, **criteria)
+        waited = clock() - start
+        if verdict['free'] or waited >= timeout_seconds:
+            break
+        sleep(max(0.0, min(poll_interval, timeout_seconds - waited)))
+    verdict['waited_seconds'] = round(waited, 3)
+    verdict['polls'] = polls
+    return verdict

@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
+    ProofError,
+    check_limits,
+    evaluate,
+    is_allowed,
+    wait_until_free,
+)
+
+UUID5 = 'GPU-8cdf1234-0000-4000-8000-000000000005'
+
+
+def gpu(index, used, total=98304, uuid=None):
+    return {'index': index, 'uuid': uuid or 'GPU-%08d-0000' % index, 'memory_used_mib': used,
+            'memory_total_mib': total, 'holder_pids': []}
+
+
+def holder(pid, gpus, state='sleeping', kind='compute', **extra):
+    record = {'pid': pid, 'ppid': 1, 'name': 'VLLM::Worker_TP', 'title': 'VLLM::Worker_TP5',
+              'exe': '/usr/bin/python3.12', 'state': state, 'wchan': None, 'gpus': list(gpus),
+              'gpu_memory_mib': dict((str(i), 96798) for i in gpus), 'kind': kind, 'nvml_types': ['compute'],
+              'orphaned': True}
+    record.update(extra)
+    return record
+
+
+def test_free_host():
+    verdict = evaluate([gpu(0, 0), gpu(1, 12)], [])
+    assert verdict['free'] is True and verdict['lines'] == []
+    assert [g['free'] for g in verdict['gpus']] == [True, True]
+
+
+def test_busy_gpu_message_names_memory_holders_and_next_step():
+    verdict = evaluate([gpu(5, 96798, uuid=UUID5), gpu(6, 0)], [holder(233730, [5])])
+    assert verdict['free'] is False
+    assert verdict['lines'] == [
+        'GPU 5 (GPU-8cdf\u2026) busy: 96798 MiB used; holders: pid 233730 VLLM::Worker_TP5 (orphaned, parent 1, state S)',
+        'Next step: run gpuops.reclaim.gpu_reclaim (or the role gpuops.reclaim.gpu_reclaim) to release the holders.',
+    ]
+    assert [h['pid'] for h in verdict['holders']] == [233730]
+    assert verdict['gpus'][0]['holder_pids'] == [233730] and verdict['gpus'][1]['free'] is True
+
+
+def test_stuck_context_names_the_reset():
+    verdict = evaluate([gpu(3, 20480, uuid='GPU-abcdef0123')], [])
+    assert verdict['lines'] == [
+        'GPU 3 (GPU-abcd\u2026) busy: 20480 MiB used; holders: none (stuck context)',
+        'Next step for GPU 3: memory is held with no holder (stuck context), so a GPU reset '
+        '(gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i 3) or a reboot.',
+    ]
+
+
+def test_holder_in_disk_sleep_names_the_reset():
+    verdict = evaluate([gpu(0, 4000, uuid='GPU-1')], [holder(7, [0], state='disk-sleep', wchan='uvm_spin_loop',
+                                                             orphaned=False, ppid=300)])
+    assert verdict['lines'] == [
+        'GPU 0 (GPU-1) busy: 4000 MiB used; holders: pid 7 VLLM::Worker_TP5 (parent 300, state D, wchan uvm_spin_loop)',
+        'Next step for GPU 0: a holder in state D cannot be killed, so a GPU reset '
+        '(gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i 0) or a reboot.',
+    ]
+
+
+@pytest.mark.parametrize('used, mib, percent, free', [
+    (64, None, None, True),
+    (65, None, None, False),
+    (65, 100, None, True),
+    (0, 0, None, True),
+    (1, 0, None, False),
+    (983, None, 1, True),     # 1 % of 98304 MiB is 983.04 MiB
+    (984, None, 1, False),
+])
+def test_memory_limits(used, mib, percent, free):
+    assert evaluate([gpu(0, used)], [], max_used_mib=mib, max_used_percent=percent)['free'] is free
+
+
+def test_clients_never_make_a_gpu_busy_but_graphics_do():
+    client = holder(10, [0], kind='client', gpu_memory_mib={}, nvml_types=[])
+    assert evaluate([gpu(0, 0)], [client])['free'] is True
+    xorg = holder(11, [0], kind='client', nvml_types=['graphics'], gpu_memory_mib={})
+    assert evaluate([gpu(0, 0)], [xorg])['free'] is False
+
+
+@pytest.mark.parametrize('allow, allowed', [
+    (['dcgm-exporter'], True),
+    (['4242'], True),
+    ([4242], True),
+    (['python3'], False),
+    ([], False),
+])
+def test_allow_by_executable_or_pid(allow, allowed):
+    exporter = holder(4242, [0], name='dcgm-exporter', exe='/usr/bin/dcgm-exporter', title='dcgm-exporter -f x',
+                      gpu_memory_mib={'0': 300})
+    assert is_allowed(exporter, allow) is allowed
+    verdict = evaluate([gpu(0, 300)], [exporter], allow=allow)
+    # The allowed holder's own memory is accepted too.
+    assert verdict['free'] is allowed
+    if allowed:
+        assert [h['pid'] for h in verdict['allowed']] == [4242]
+
+
+def test_only_selected_gpus_count():
+    verdict = evaluate([gpu(0, 0), gpu(1, 5000)], [holder(9, [1])], selected=[0])
+    assert verdict['free'] is True and [g['index'] for g in verdict['gpus']] == [0]
+
+
+def test_without_nvml_memory_is_unknown_and_holders_decide():
+    verdict = evaluate([gpu(0, None)], [], nvml_available=False)
+    assert verdict['free'] is True
+    verdict = evaluate([gpu(0, None)], [holder(1, [0])], nvml_available=False)
+    assert verdict['lines'][0].startswith('GPU 0 (GPU-0000\u2026) busy: unknown MiB used; holders: pid 1')
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'max_used_mib': -1}, 'max_used_mib: must be 0 or more; got: -1'),
+    ({'max_used_percent': 101}, 'max_used_percent: must be from 0 to 100; got: 101'),
+    ({'max_used_percent': -0.5}, 'max_used_percent: must be from 0 to 100; got: -0.5'),
+    ({'timeout_seconds': -1}, 'timeout_seconds: must be a number of seconds from 0 to 3600; got: -1'),
+    ({'timeout_seconds': 7200}, 'timeout_seconds: must be a number of seconds from 0 to 3600; got: 7200'),
+    ({'poll_interval': 0}, 'poll_interval: must be a number of seconds from 0.005 to 5; got: 0'),
+])
+def test_bad_limits(kwargs, message):
+    with pytest.raises(ProofError) as info:
+        check_limits(**kwargs)
+    assert str(info.value) == message
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        assert seconds > 0
+        self.now += seconds
+
+
+def test_wait_returns_as_soon_as_free():
+    clock = Clock()
+
+    def probe():
+        used = 5000 if clock.now < 1.2 else 0
+        return [gpu(0, used)], [], True
+
+    verdict = wait_until_free(probe, timeout_seconds=10, poll_interval=0.05, clock=clock.clock, sleep=clock.sleep)
+    assert verdict['free'] is True
+    assert 1.2 <= verdict['waited_seconds'] <= 1.25
+
+
+def test_wait_gives_up_at_the_timeout():
+    clock = Clock()
+    verdict = wait_until_free(lambda: ([gpu(0, 5000)], [], True), timeout_seconds=2, poll_interval=0.05,
+                              clock=clock.clock, sleep=clock.sleep)
+    assert verdict['free'] is False and verdict['waited_seconds'] == pytest.approx(2.0)
+
+
+def test_no_timeout_checks_once():
+    clock = Clock()
+    verdict = wait_until_free(lambda: ([gpu(0, 5000)], [], True), clock=clock.clock, sleep=clock.sleep)
+    assert verdict['polls'] == 1 and verdict['waited_seconds'] == 0.0
