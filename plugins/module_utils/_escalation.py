@@ -473,6 +473,10 @@ def describe_process(pid):
                 info['user'] = proc.username()
             except Exception:  # pylint: disable=broad-except
                 info['user'] = str(info['uid'])
+            try:
+                info['exe'] = proc.exe() or None
+            except Exception:  # pylint: disable=broad-except
+                info['exe'] = None
         info['children'] = [child.pid for child in proc.children()
                             if _safe_status(child) != 'zombie']
     except Exception:  # pylint: disable=broad-except
@@ -498,15 +502,23 @@ def _safe_status(proc):
         return 'gone'
 
 
-def parent_processes(holders):
-    """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``)."""
+def parent_processes(holders, protection=None):
+    """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
+
+    ``protection(info)`` returns ``(protected, reason)`` for a process dict;
+    the modules pass ``_holders.protection`` so that a supervisor is never a
+    process the holder records would call protected.
+    """
     processes = {}
     for record in holders:
         ppid = record.get('ppid')
         if ppid and ppid > 1 and ppid not in processes:
             info = describe_process(ppid)
-            if info is not None:
-                processes[ppid] = info
+            if info is None:
+                continue
+            if protection is not None:
+                info['protected'], info['protected_reason'] = protection(info)
+            processes[ppid] = info
     return processes
 
 
@@ -929,8 +941,16 @@ class Escalation:
     def _gpus_released(self):
         """``{index: (released, reason)}`` from the last NVML reading."""
         target_pids = set(self.targets)
+        # Only GPUs a target held are waited on: a GPU that was already stuck
+        # with no holder is the reset stage's business, not this loop's.
+        held = set()
+        for target in self.targets.values():
+            held.update(target.record.get('gpus') or [])
         result = {}
         for index in self.plan.gpus:
+            if index not in held:
+                result[index] = (True, None)
+                continue
             pids = self.pids_after.get(index, set())
             listed = sorted(pids & target_pids)
             used = self.memory_after.get(index)
@@ -1090,3 +1110,85 @@ def failure_lines(result, gpus=None):
                          ': %s' % entry['reason'] if entry.get('reason') and 'listed' in entry['reason'] else '',
                          NEXT_STEP % entry['index']))
     return lines
+
+
+# -- shaping what the module returns ------------------------------------------
+
+def _holder_line(record):
+    return 'pid %s %s on GPU %s (%s, %s MiB)' % (
+        record.get('pid'), record.get('title') or record.get('name'),
+        ', '.join(str(i) for i in record.get('gpus') or []) or '-', record.get('kind'),
+        record.get('memory_mib') or 0)
+
+
+def _describe_indices(indices):
+    return ', '.join(str(i) for i in indices) if indices else 'none'
+
+
+def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0):
+    """The module's result from the GPU records, holders, plan and run outcome.
+
+    ``outcome`` is what ``Escalation.run`` returned, or None when nothing ran
+    (check mode, or nothing to do).
+    """
+    selected = set(plan.gpus)
+    memory_after = (outcome or {}).get('memory_after') or {}
+    gpu_results = []
+    for gpu in sorted(gpus, key=lambda g: g['index']):
+        if gpu['index'] not in selected:
+            continue
+        before = gpu.get('memory_used_mib')
+        after = memory_after.get(gpu['index'], before if outcome is None else None)
+        gpu_results.append({'index': gpu['index'], 'uuid': gpu.get('uuid'),
+                            'memory_used_mib_before': before, 'memory_used_mib_after': after})
+    if outcome is None:
+        released = []
+        if check_mode:
+            released = [summarize(record, last_signal=None, seconds_to_release=None, outcome='planned',
+                                  shared=bool(record.get('shared')), skipped_steps=[], descendants_killed=[])
+                        for record in plan.targets]
+        supervisors = [dict(entry, outcome='would be frozen and killed' if check_mode else 'left alone')
+                       for entry in plan.supervisors]
+        outcome = {'changed': False, 'released': released, 'survivors': [], 'stuck_gpus': [],
+                   'supervisors': supervisors, 'steps': [], 'warnings': []}
+        changed = plan.changes if check_mode else False
+    else:
+        changed = outcome['changed']
+
+    in_scope = [h for h in holders if selected.intersection(h.get('gpus') or [])]
+    gone = set(entry['pid'] for entry in outcome['released'])
+    result = {
+        'changed': changed,
+        'released': outcome['released'],
+        'protected': plan.protected,
+        'skipped': plan.skipped,
+        'shared': [entry['pid'] for entry in plan.shared],
+        'survivors': outcome['survivors'],
+        'stuck_gpus': outcome['stuck_gpus'],
+        'supervisors': outcome['supervisors'],
+        'gpus': gpu_results,
+        'steps': outcome['steps'],
+        'elapsed_seconds': round(elapsed, 3),
+        'diff': {
+            'before': {'holders': [_holder_line(h) for h in in_scope]},
+            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone]},
+        },
+    }
+    failures = failure_lines(outcome, gpus)
+    verb = 'would release' if check_mode else 'released'
+    summary = '%s %d holder%s of GPU %s' % (
+        verb, len(result['released']), '' if len(result['released']) == 1 else 's',
+        _describe_indices(plan.gpus))
+    if not check_mode and outcome.get('elapsed_seconds') is not None:
+        summary += ' in %.2f s' % outcome['elapsed_seconds']
+    if result['supervisors']:
+        summary += ', %d supervisor%s' % (len(result['supervisors']), '' if len(result['supervisors']) == 1 else 's')
+    summary += '; %d protected, %d skipped' % (len(plan.protected), len(plan.skipped))
+    if result['survivors'] or result['stuck_gpus']:
+        summary += '; %d survivor%s, %d GPU%s with a stuck context' % (
+            len(result['survivors']), '' if len(result['survivors']) == 1 else 's',
+            len(result['stuck_gpus']), '' if len(result['stuck_gpus']) == 1 else 's')
+    result['msg'] = '\n'.join([summary] + failures)
+    result['failed_release'] = bool(failures)
+    result['warnings_text'] = list(outcome.get('warnings') or [])
+    return result

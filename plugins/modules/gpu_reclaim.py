@@ -1,0 +1,560 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_reclaim
+short_description: Release NVIDIA GPUs by a scoped, protected escalation that stops as soon as the memory is back
+version_added: 1.0.0
+description:
+  - Finds every process that holds the selected GPUs (the same discovery as M(gpuops.reclaim.nvidia_holders)),
+    decides which of them to release, and walks each one along an escalation ladder until its GPU memory is back.
+  - "The default ladder: send SIGTERM and wait up to O(grace_seconds); freeze what is left (SIGSTOP of the holder
+    and all its descendants, rescanned until no new process appears) so that nothing can fork or respawn; send
+    SIGKILL to the frozen trees and wait up to O(kill_seconds)."
+  - Each holder moves along the ladder on its own clock. A holder that ignores SIGTERM (C(SigIgn) in
+    C(/proc/PID/status)) or that is stopped gets no grace; it is frozen and killed at once while the others get
+    theirs.
+  - Waiting polls NVML and C(/proc) every O(poll_interval) seconds and ends the moment every targeted holder has
+    exited or is a zombie, NVML lists none of them, and each GPU's used memory is back to what the holders left
+    alone account for (plus 64 MiB). There is no fixed sleep.
+  - "Never signalled, in any mode: protected holders (see O(protect)), PID 1, kernel threads, and the module's own
+    process with all its ancestors. They appear in RV(protected) with the reason."
+  - A signal goes only to the process that was discovered. Right before each signal the process's start time is
+    compared with the one seen at discovery, through a pidfd where the kernel has one, so that a PID reused by
+    another process is never hit.
+  - "Supervisors: the parent of a targeted holder is frozen before anything else is signalled, and killed with
+    the holders, when it is not PID 1, a kernel thread, this module or an ancestor, protected, itself a holder, a
+    shell, init system, session manager or container runtime, passes O(users), may be signalled by this user,
+    and either matches every filter among O(match), O(systemd_units) and O(containers) that is given, or is a
+    plain process whose live children are all targeted holders (a respawning parent). They are returned in
+    RV(supervisors) with the reason."
+  - Every signal is logged through the module's logging, so it reaches the host's syslog or journal.
+  - "What cannot be released is reported, not waited on forever: a holder still alive after the last step of the
+    ladder (typically in state D inside the driver), or memory still used after every holder is gone (a stuck
+    context), fails the task naming the GPU, the pid, its state and wchan, and the next step: a GPU reset or a
+    reboot. With O(fail_on_survivors=false) they are returned instead."
+  - Bad input fails before anything is signalled, naming the option and the value.
+author:
+  - gpuops.reclaim contributors
+extends_documentation_fragment:
+  - gpuops.reclaim.gpu_selection
+  - gpuops.reclaim.nvml
+  - gpuops.reclaim.protection
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details:
+      - Check mode computes the same plan, signals nothing, and returns in RV(released) the holders a real run
+        would signal. RV(changed) predicts the real run.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: full
+    details:
+      - The diff lists the holders of the selected GPUs before and after the release.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation
+      indicates no change.
+    support: full
+    details:
+      - Once the holders are gone there is nothing to signal, and RV(changed) is V(false).
+options:
+  users:
+    description:
+      - Release only holders run by these users (names or numeric UIDs). Empty means any user.
+    type: list
+    elements: str
+    default: []
+  match:
+    description:
+      - Release only holders whose title (the command line as set by setproctitle), command name or executable
+        path matches this Python regular expression (searched, not anchored), for example V(^VLLM::).
+    type: str
+  systemd_units:
+    description:
+      - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs
+        such as V(vllm-*.service) are allowed.
+    type: list
+    elements: str
+    default: []
+  containers:
+    description:
+      - Release only holders that run in one of these containers, each given as a runtime name (V(docker),
+        V(containerd), V(cri-o), V(podman), V(kubepods)) or as a prefix of the container id.
+    type: list
+    elements: str
+    default: []
+  kinds:
+    description:
+      - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders
+        only hold a device node, as monitors and exporters do.
+    type: list
+    elements: str
+    choices: [compute, client]
+    default: [compute]
+  on_shared_holder:
+    description:
+      - What to do when a holder to release also holds GPUs outside O(gpus). V(release) releases it (it is
+        listed in RV(shared)); V(fail) fails before anything is signalled.
+    type: str
+    choices: [release, fail]
+    default: release
+  grace_seconds:
+    description:
+      - How long SIGTERM may take before the holder is frozen and killed, from 0 to 3600 seconds.
+      - Used by the default ladder, and by every SIGTERM step of O(ladder) that gives no C(wait).
+    type: float
+    default: 10.0
+  kill_seconds:
+    description:
+      - How long to wait after SIGKILL for the holder to exit and its memory to come back, from 0 to 3600
+        seconds. A holder still alive then is a survivor.
+      - Used by the default ladder, and by every SIGKILL step of O(ladder) that gives no C(wait).
+    type: float
+    default: 10.0
+  ladder:
+    description:
+      - A custom escalation ladder, replacing the default built from O(grace_seconds) and O(kill_seconds).
+      - "Each step is either C({signal: NAME, wait: SECONDS}) or C({action: freeze}). Signals are named
+        (V(SIGTERM) or V(TERM)); allowed are SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT and
+        SIGKILL. C(wait) is from 0 to 3600 seconds; without it a SIGKILL step waits O(kill_seconds) and any other
+        step O(grace_seconds)."
+      - A freeze step must be followed by a SIGKILL step, since a frozen process honours no other signal.
+        SIGKILL always freezes and kills the whole process tree of the holder.
+      - Supervisors are frozen first only when the ladder has a freeze step, and killed only when it has a
+        SIGKILL step.
+    type: list
+    elements: dict
+  poll_interval:
+    description:
+      - Seconds between two looks at NVML and C(/proc) while waiting, from 0.005 to 5.
+    type: float
+    default: 0.05
+  fail_on_survivors:
+    description:
+      - Whether survivors and GPUs with a stuck context fail the task. With V(false) they are returned in
+        RV(survivors) and RV(stuck_gpus) and the task succeeds.
+    type: bool
+    default: true
+requirements:
+  - psutil >= 5.8 on the managed host
+  - Linux 5.3 and Python 3.9 for pidfd signalling; older systems fall back to kill() right after the identity check
+notes:
+  - As a user other than root, holders of other users are listed in RV(skipped) with the reason
+    C(permission denied) and never signalled.
+  - Memory comes back long before a killed process disappears, since an orphan stays a zombie until its parent
+    reaps it. A zombie counts as released.
+seealso:
+  - module: gpuops.reclaim.nvidia_holders
+  - module: gpuops.reclaim.gpu_assert_free
+'''
+
+EXAMPLES = r'''
+- name: Release every compute holder of every GPU
+  gpuops.reclaim.gpu_reclaim:
+  register: __gpu_reclaim
+
+- name: Release the vLLM workers on GPUs 0 to 3, with 5 s of grace
+  gpuops.reclaim.gpu_reclaim:
+    gpus: ["0", "1", "2", "3"]
+    match: "^VLLM::"
+    grace_seconds: 5
+    kill_seconds: 5
+
+- name: Release what a unit left behind, refusing holders that also use other GPUs
+  gpuops.reclaim.gpu_reclaim:
+    systemd_units:
+      - vllm-*.service
+    on_shared_holder: fail
+
+- name: A custom ladder, SIGINT first, then SIGTERM, then freeze and kill
+  gpuops.reclaim.gpu_reclaim:
+    ladder:
+      - signal: SIGINT
+        wait: 3
+      - signal: SIGTERM
+        wait: 5
+      - action: freeze
+      - signal: SIGKILL
+        wait: 10
+
+- name: Report survivors instead of failing, and decide in the play
+  gpuops.reclaim.gpu_reclaim:
+    fail_on_survivors: false
+  register: __gpu_reclaim
+
+- name: Show what could not be released
+  ansible.builtin.debug:
+    msg: "{{ __gpu_reclaim.survivors | map(attribute='pid') | list }}"
+  when: __gpu_reclaim.survivors | length > 0
+'''
+
+RETURN = r'''
+msg:
+  description: A summary line, followed by one line per survivor or stuck GPU with the next step.
+  returned: always
+  type: str
+  sample: released 8 holders of GPU 0, 1, 2, 3, 4, 5, 6, 7 in 0.31 s; 2 protected, 0 skipped
+released:
+  description:
+    - The holders released, ordered by PID. In check mode, the holders a real run would signal, with
+      C(last_signal) and C(seconds_to_release) V(null) and C(outcome) V(planned).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: Process id.
+      type: int
+      sample: 233730
+    ppid:
+      description: Parent process id at discovery.
+      type: int
+      sample: 1
+    name:
+      description: Command name.
+      type: str
+      sample: VLLM::Worker_TP
+    title:
+      description: Command line as set by setproctitle.
+      type: str
+      sample: VLLM::Worker_TP5
+    user:
+      description: User name.
+      type: str
+      sample: vllm
+    kind:
+      description: V(compute) or V(client).
+      type: str
+      sample: compute
+    state:
+      description: Process state at discovery.
+      type: str
+      sample: sleeping
+    gpus:
+      description: Indices of every GPU the holder held.
+      type: list
+      elements: int
+      sample: [5]
+    gpu_memory_mib:
+      description: GPU memory held per GPU index (string key), in MiB.
+      type: dict
+      sample: {"5": 96798}
+    memory_mib:
+      description: GPU memory held in all, in MiB.
+      type: int
+      sample: 96798
+    systemd_unit:
+      description: The holder's systemd unit, or V(null).
+      type: str
+      sample: vllm.service
+    container:
+      description: The holder's container, or V(null).
+      type: dict
+      sample: null
+    last_signal:
+      description: The last signal sent to it, or V(null) when it exited before any.
+      type: str
+      sample: SIGTERM
+    seconds_to_release:
+      description: Seconds from the start of the release until it was seen exited or a zombie.
+      type: float
+      sample: 0.21
+    outcome:
+      description: V(exited), V(zombie) (exited, not yet reaped by its parent), or V(planned) in check mode.
+      type: str
+      sample: zombie
+    shared:
+      description: Whether it also held GPUs outside O(gpus).
+      type: bool
+      sample: false
+    skipped_steps:
+      description: Ladder steps skipped for it, with the reason (for example C(ignores SIGTERM)).
+      type: list
+      elements: dict
+      sample: [{"signal": "SIGTERM", "reason": "ignores SIGTERM"}]
+    descendants_killed:
+      description: PIDs of its descendants frozen and killed with it.
+      type: list
+      elements: int
+      sample: []
+  sample:
+    - pid: 233730
+      ppid: 1
+      name: VLLM::Worker_TP
+      title: VLLM::Worker_TP5
+      user: vllm
+      kind: compute
+      state: sleeping
+      gpus: [5]
+      gpu_memory_mib: {"5": 96798}
+      memory_mib: 96798
+      systemd_unit: null
+      container: null
+      last_signal: SIGTERM
+      seconds_to_release: 0.21
+      outcome: zombie
+      shared: false
+      skipped_steps: []
+      descendants_killed: []
+protected:
+  description: Holders never signalled, with C(reason), ordered by PID. Same keys as RV(released) without
+    the release details.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 1200
+      title: /usr/bin/nv-hostengine
+      name: nv-hostengine
+      gpus: [0, 1]
+      kind: client
+      reason: default protected executable nv-hostengine
+skipped:
+  description: Holders left alone, with C(reason) such as V(out of scope), V(kind client not selected),
+    V(user not selected), V(title does not match), V(systemd unit not selected), V(container not selected),
+    V(already exited) or V(permission denied (owned by user bob)).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 4100
+      title: python train.py
+      gpus: [6]
+      reason: out of scope
+shared:
+  description: PIDs of released holders that also held GPUs outside O(gpus).
+  returned: always
+  type: list
+  elements: int
+  sample: []
+survivors:
+  description: Targeted holders still alive after the ladder, or that could not be signalled, with
+    C(state), C(wchan), C(last_signal) and C(reason).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 233731
+      title: VLLM::EngineCore
+      gpus: [5]
+      state: disk-sleep
+      wchan: uvm_spin_loop
+      last_signal: SIGKILL
+      reason: still alive after SIGKILL and its wait
+stuck_gpus:
+  description: Selected GPUs whose memory stayed used after every targeted holder was gone (a stuck context).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - index: 5
+      memory_used_mib: 20480
+      reason: 20480 MiB used
+supervisors:
+  description: Parents of targeted holders that were frozen first and killed with them, with C(children),
+    C(reason) and C(outcome).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 4000
+      ppid: 1
+      name: python3
+      title: python3 supervisor.py
+      user: root
+      create_time: 1767000000.5
+      children: [4001]
+      reason: "parent whose children are all targeted holders: it could respawn them"
+      outcome: frozen and killed
+gpus:
+  description: Per selected GPU, memory before and after. C(memory_used_mib_after) is V(null) when NVML was
+    not polled (no NVML, or check mode with nothing to do keeps the value before).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - index: 5
+      uuid: GPU-8cdf1234-0000-4000-8000-000000000005
+      memory_used_mib_before: 96798
+      memory_used_mib_after: 0
+steps:
+  description: The ladder steps that ran, with the PIDs signalled, the holders that skipped the step and why,
+    when the step started (seconds from the start of the release) and how long it lasted.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: SIGTERM
+      signal: SIGTERM
+      pids: [233730, 233731]
+      skipped: [{"pid": 233732, "reason": "ignores SIGTERM"}]
+      started_at: 0.0
+      seconds: 0.21
+    - name: freeze
+      signal: SIGSTOP
+      pids: [233732]
+      skipped: []
+      started_at: 0.0
+      seconds: 0.0
+elapsed_seconds:
+  description: Seconds the module took, discovery included.
+  returned: always
+  type: float
+  sample: 0.34
+nvml_available:
+  description: Whether NVML could be used for discovery.
+  returned: always
+  type: bool
+  sample: true
+'''
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
+    DEFAULT_POLL_INTERVAL,
+    Escalation,
+    EscalationError,
+    SharedHolderError,
+    baseline_memory,
+    build_scope,
+    check_poll_interval,
+    parent_processes,
+    parse_ladder,
+    plan_release,
+    shape_result,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
+    HAS_PSUTIL,
+    PROTECTION_ARGUMENT_SPEC,
+    PSUTIL_IMP_ERR,
+    discover,
+    host_gpus,
+    protection,
+    self_and_ancestors,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
+    HAS_PYNVML,
+    NVML_ARGUMENT_SPEC,
+    PYNVML_IMP_ERR,
+    NvmlSession,
+    check_timeout,
+    read_inventory,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
+    GPU_SELECTION_ARGUMENT_SPEC,
+    SelectorError,
+    resolve_gpus,
+)
+
+
+def main():
+    argument_spec = dict(
+        users=dict(type='list', elements='str', default=[]),
+        match=dict(type='str'),
+        systemd_units=dict(type='list', elements='str', default=[]),
+        containers=dict(type='list', elements='str', default=[]),
+        kinds=dict(type='list', elements='str', choices=['compute', 'client'], default=['compute']),
+        on_shared_holder=dict(type='str', choices=['release', 'fail'], default='release'),
+        grace_seconds=dict(type='float', default=10.0),
+        kill_seconds=dict(type='float', default=10.0),
+        ladder=dict(type='list', elements='dict'),
+        poll_interval=dict(type='float', default=DEFAULT_POLL_INTERVAL),
+        fail_on_survivors=dict(type='bool', default=True),
+    )
+    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
+    argument_spec.update(NVML_ARGUMENT_SPEC)
+    argument_spec.update(PROTECTION_ARGUMENT_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    if not HAS_PSUTIL:
+        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
+    if module.params['require_nvml'] and not HAS_PYNVML:
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
+    started = time.monotonic()
+    params = module.params
+
+    # Everything that can be wrong with the input fails here, before discovery.
+    error = check_timeout(params['nvml_timeout'])
+    if error:
+        module.fail_json(msg=error)
+    try:
+        ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
+        poll_interval = check_poll_interval(params['poll_interval'])
+        build_scope([], users=params['users'], match=params['match'], systemd_units=params['systemd_units'],
+                    containers=params['containers'], kinds=params['kinds'],
+                    on_shared_holder=params['on_shared_holder'])
+    except EscalationError as exc:
+        module.fail_json(msg=str(exc))
+
+    session = NvmlSession(timeout=params['nvml_timeout'])
+    try:
+        view = read_inventory(params['nvml_timeout'], session=session)
+        if not view.available:
+            if params['require_nvml']:
+                module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % view.error,
+                                 nvml_available=False)
+            module.warn('NVML cannot be used (%s): release is judged from /proc alone, without GPU memory '
+                        'figures.' % view.error)
+        try:
+            indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
+        except SelectorError as exc:
+            module.fail_json(msg=str(exc), nvml_available=view.available)
+
+        own = self_and_ancestors()
+        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'])
+        for warning in snapshot.warnings:
+            module.warn(warning)
+        scope = build_scope(indices, users=params['users'], match=params['match'],
+                            systemd_units=params['systemd_units'], containers=params['containers'],
+                            kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
+                            euid=os.geteuid(), own_pids=own)
+
+        def protected(info):
+            executable = os.path.basename(info.get('exe') or '') or info.get('name')
+            return protection(info['pid'], executable, is_self=info['pid'] in own,
+                              protect=params['protect'], unprotect=params['unprotect'])
+
+        try:
+            plan = plan_release(snapshot.holders, scope,
+                                processes=parent_processes(snapshot.holders, protection=protected))
+        except SharedHolderError as exc:
+            module.fail_json(msg=str(exc), nvml_available=view.available)
+
+        outcome = None
+        if plan.changes and not module.check_mode:
+            escalation = Escalation(
+                plan, ladder, nvml=session if view.available else None, log=module.log,
+                poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
+                known_pids=[h['pid'] for h in snapshot.holders],
+                baseline_mib=baseline_memory(snapshot.holders, plan))
+            outcome = escalation.run()
+            for warning in outcome['warnings']:
+                module.warn(warning)
+    finally:
+        session.close()
+
+    result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=module.check_mode,
+                          elapsed=time.monotonic() - started)
+    result['nvml_available'] = view.available
+    failed = result.pop('failed_release') and params['fail_on_survivors']
+    result.pop('warnings_text')
+    if not module._diff:
+        result.pop('diff')
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import functools
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation, _holders, _identity, _nvml
+from ansible_collections.gpuops.reclaim.plugins.modules import gpu_reclaim
+
+
+def run_module(capsys, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            gpu_reclaim.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def no_library(monkeypatch, fake_nvml_factory):
+    fake = fake_nvml_factory(())
+    fake.init_error = fake.NVMLError_LibraryNotFound()
+    monkeypatch.setattr(_nvml, 'pynvml', fake)
+    return fake
+
+
+@pytest.fixture
+def two_gpus(monkeypatch, fake_nvml_factory):
+    fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(2, used_mib=0))
+    monkeypatch.setattr(_nvml, 'pynvml', fake)
+    return fake
+
+
+@pytest.fixture
+def fake_dev_discovery(monkeypatch, fake_dev):
+    monkeypatch.setattr(gpu_reclaim, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
+    monkeypatch.setattr(gpu_reclaim, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
+    return fake_dev
+
+
+@pytest.fixture
+def signals(monkeypatch):
+    """Record every signal the module asks for (they are still delivered)."""
+    sent = []
+    real = _identity.signal_process
+
+    def spy(ref, signum, log=None, describe=''):
+        outcome = real(ref, signum, log=log, describe=describe)
+        sent.append((ref.pid, _identity.signal_name(signum), outcome))
+        return outcome
+
+    monkeypatch.setattr(_escalation, 'signal_process', spy)
+    return sent
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'gpus': ['7']}, "gpus[0]: no GPU matches '7'; GPUs on this host: 0 (GPU-"),
+    ({'ladder': []}, 'ladder: must be a non-empty list of steps; got: []'),
+    ({'ladder': [{'signal': 'SIGTERM'}, {'signal': 'SIGFOO'}]}, "ladder[1].signal: unknown signal 'SIGFOO'"),
+    ({'ladder': [{'signal': 'SIGKILL', 'wait': -3}]},
+     'ladder[0].wait: must be a number of seconds from 0 to 3600; got: -3'),
+    ({'grace_seconds': -1}, 'grace_seconds: must be a number of seconds from 0 to 3600; got: -1.0'),
+    ({'kill_seconds': 3601}, 'kill_seconds: must be a number of seconds from 0 to 3600; got: 3601.0'),
+    ({'poll_interval': 0}, 'poll_interval: must be a number of seconds from 0.005 to 5; got: 0.0'),
+    ({'match': '(VLLM'}, "match: invalid regular expression '(VLLM'"),
+    ({'users': ['']}, "users[0]: must not be empty; got: ''"),
+    ({'kinds': ['monitor']}, 'value of kinds must be one or more of: compute, client. Got no match for: monitor'),
+    ({'on_shared_holder': 'ask'}, 'value of on_shared_holder must be one of: release, fail, got: ask'),
+    ({'nvml_timeout': 0}, 'nvml_timeout must be greater than 0 and at most 600 seconds; got: 0.0'),
+])
+def test_bad_input_fails_before_anything_is_signalled(capsys, two_gpus, signals, args, message):
+    result = run_module(capsys, args)
+    assert result['failed']
+    assert result['msg'].startswith(message), result['msg']
+    assert signals == []
+
+
+def test_missing_psutil_is_reported(capsys, monkeypatch):
+    monkeypatch.setattr(gpu_reclaim, 'HAS_PSUTIL', False)
+    result = run_module(capsys, {})
+    assert result['failed'] and 'Failed to import the required Python library (psutil)' in result['msg']
+
+
+def test_require_nvml_fails_without_the_library(capsys, no_library, signals):
+    result = run_module(capsys, {'require_nvml': True})
+    assert result['failed'] and result['msg'].startswith('NVML cannot be used and require_nvml is true')
+    assert signals == []
+
+
+def test_nothing_to_do_is_not_changed(capsys, two_gpus, signals):
+    result = run_module(capsys, {})
+    assert result['changed'] is False and 'failed' not in result
+    assert result['released'] == [] and result['survivors'] == [] and result['steps'] == []
+    assert [g['index'] for g in result['gpus']] == [0, 1]
+    assert result['gpus'][0]['memory_used_mib_before'] == result['gpus'][0]['memory_used_mib_after'] == 0
+    assert signals == []
+
+
+def alive(proc):
+    return proc.poll() is None
+
+
+def test_check_mode_then_real_run_then_idempotent(capsys, no_library, fake_dev_discovery, spawn_holder, signals):
+    polite = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    stubborn = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia1'),
+                             os.path.join(fake_dev_discovery, 'nvidia-uvm')], ignore_sigterm=True)
+    monitor = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0')], comm='nv-hostengine')
+    elsewhere = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia3'),
+                              os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    args = {'gpus': ['0', '1'], 'grace_seconds': 5, '_ansible_diff': True}
+
+    checked = run_module(capsys, dict(args, _ansible_check_mode=True))
+    assert checked['changed'] is True and signals == []
+    assert sorted(e['pid'] for e in checked['released']) == sorted([polite.pid, stubborn.pid])
+    assert all(e['outcome'] == 'planned' for e in checked['released'])
+    assert alive(polite) and alive(stubborn)
+
+    started = time.monotonic()
+    real = run_module(capsys, args)
+    assert time.monotonic() - started < 3, 'the stubborn holder must not cost the grace period'
+    assert real['changed'] is True and 'failed' not in real, real['msg']
+    assert sorted(e['pid'] for e in real['released']) == sorted(e['pid'] for e in checked['released'])
+    by_pid = dict((e['pid'], e) for e in real['released'])
+    assert by_pid[polite.pid]['last_signal'] == 'SIGTERM'
+    assert by_pid[stubborn.pid]['last_signal'] == 'SIGKILL'
+    assert by_pid[stubborn.pid]['skipped_steps'] == [{'signal': 'SIGTERM', 'reason': 'ignores SIGTERM'}]
+    assert polite.wait(2) == -signal.SIGTERM and stubborn.wait(2) == -signal.SIGKILL
+    assert alive(monitor) and alive(elsewhere)
+    assert set(pid for pid, dummy, dummy2 in signals) == set([polite.pid, stubborn.pid])
+    reasons = dict((e['pid'], e['reason']) for e in real['skipped'] + real['protected'])
+    assert reasons[monitor.pid] in ('kind client not selected', 'default protected executable nv-hostengine')
+    assert reasons[elsewhere.pid] == 'out of scope'
+    assert [line.split(' ')[1] for line in real['diff']['after']['holders']] == [str(monitor.pid)]
+    assert real['msg'].startswith('released 2 holders of GPU 0, 1 in ')
+
+    again = run_module(capsys, args)
+    assert again['changed'] is False and again['released'] == []
+
+
+def test_shared_holder_refused_before_any_signal(capsys, no_library, fake_dev_discovery, spawn_holder, signals):
+    shared = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia2'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module(capsys, {'gpus': ['0'], 'on_shared_holder': 'fail'})
+    assert result['failed'] and signals == [] and alive(shared)
+    assert result['msg'].startswith('on_shared_holder is fail and pid %d (' % shared.pid)
+    assert result['msg'].endswith('also holds GPU 2 outside the selected GPUs 0; nothing was signalled')
+
+
+def test_filters_leave_other_holders_alone(capsys, no_library, fake_dev_discovery, spawn_holder, signals):
+    spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module(capsys, {'match': '^no-such-title$', '_ansible_check_mode': True})
+    assert result['changed'] is False and result['released'] == []
+    assert result['skipped'][0]['reason'] == 'title does not match'
