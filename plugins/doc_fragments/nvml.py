@@ -15,8 +15,8 @@ class ModuleDocFragment(object):
 options:
   nvml_timeout:
     description:
-      - Seconds that one NVML step may take before it is abandoned: initialising NVML and reading
-        the GPUs, or one poll of memory and process lists.
+      - Seconds that one NVML step may take before it is abandoned. A step is initialising NVML and
+        reading the GPUs, or one poll of memory and process lists.
       - NVML and the driver can hang. When a step overruns, NVML is not used again in this task,
         and the task carries on with what C(/proc) shows, saying so in its warnings (or fails when
         O(require_nvml=true)).

@@ -165,7 +165,7 @@ def parse_cmdline(data):
     """
     if isinstance(data, bytes):
         data = data.decode('utf-8', 'replace')
-    parts = [part for part in data.split('\0')]
+    parts = data.split('\0')
     while parts and not parts[-1]:
         parts.pop()
     return ' '.join(parts)
