@@ -1,0 +1,254 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: gpu_unit_audit
+short_description: Audit systemd serving units for GPU workers their stop would leave behind
+version_added: 0.1.0
+description:
+  - Reads, for every systemd service whose processes hold an NVIDIA GPU and for every unit named in O(units),
+    the settings that decide what C(systemctl stop) leaves behind, and flags the units whose stop orphans GPU
+    workers.
+  - C(KillMode=process) or C(none) signals only the main process, so workers that retitle themselves
+    (C(VLLM::Worker_TP0)) stay and keep the GPUs. C(SendSIGKILL=no) spares a process that ignores SIGTERM.
+    A GPU holder started by the unit but living in another control group is out of reach of any stop.
+  - Read-only. Nothing is signalled, stopped or changed.
+author:
+  - gpuops.reclaim maintainers
+attributes:
+  check_mode:
+    support: full
+    description: Behaves the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+  idempotent:
+    support: full
+    description: Never changes anything.
+extends_documentation_fragment:
+  - gpuops.reclaim.nvml
+options:
+  units:
+    description:
+      - Units to audit in addition to those whose processes hold GPUs. Globs such as C(vllm-*.service) are
+        expanded to the loaded units they match.
+    type: list
+    elements: str
+    default: []
+  fail_on_orphaning:
+    description:
+      - Fail when a unit would leave GPU holders behind on stop, instead of only reporting it.
+    type: bool
+    default: false
+requirements:
+  - psutil
+  - systemd (C(systemctl)) on the managed host
+notes:
+  - Runs C(systemctl show) and C(systemctl list-units) with a C locale and a timeout.
+seealso:
+  - module: gpuops.reclaim.nvidia_holders
+  - role: gpuops.reclaim.gpu_reclaim
+    description: Its O(gpuops.reclaim.gpu_reclaim#role:main:gpu_reclaim_harden_units) variable fixes what this module flags.
+'''
+
+EXAMPLES = r'''
+- name: Find the serving units whose stop would orphan GPU workers
+  gpuops.reclaim.gpu_unit_audit:
+    units:
+      - vllm-*.service
+  register: audit
+
+- name: Show them
+  ansible.builtin.debug:
+    msg: "{{ audit.units | selectattr('leaves_orphans') | map(attribute='unit') | list }}"
+
+- name: Refuse to deploy behind a unit that would orphan its workers
+  gpuops.reclaim.gpu_unit_audit:
+    units:
+      - vllm.service
+    fail_on_orphaning: true
+'''
+
+RETURN = r'''
+units:
+  description: One record per audited unit.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - unit: vllm.service
+      load_state: loaded
+      active_state: inactive
+      kill_mode: process
+      send_sigkill: true
+      timeout_stop_seconds: 10.0
+      control_group: null
+      main_pid: null
+      holder_pids: [4242, 4243]
+      escaped_holder_pids: []
+      holders_inside_control_group: true
+      leaves_orphans: true
+      findings:
+        - "KillMode=process: a stop signals only the main process; the workers it started outlive the stop and keep their GPUs"
+        - "2 process(es) of the stopped unit still hold GPUs (4242, 4243): orphans of an earlier stop"
+  contains:
+    unit:
+      description: The unit's name.
+      type: str
+      sample: vllm.service
+    load_state:
+      description: C(loaded), C(not-found) and so on.
+      type: str
+      sample: loaded
+    active_state:
+      description: C(active), C(inactive), C(failed) and so on.
+      type: str
+      sample: inactive
+    kill_mode:
+      description: The unit's C(KillMode).
+      type: str
+      sample: process
+    send_sigkill:
+      description: The unit's C(SendSIGKILL).
+      type: bool
+      sample: true
+    timeout_stop_seconds:
+      description: The unit's C(TimeoutStopSec) in seconds; null for infinity.
+      type: float
+      sample: 10.0
+    control_group:
+      description: The unit's control group while it runs.
+      type: str
+      sample: /system.slice/vllm.service
+    main_pid:
+      description: The unit's main process, or null when it is not running.
+      type: int
+      sample: 4240
+    holder_pids:
+      description: GPU holders inside the unit's control group.
+      type: list
+      elements: int
+      sample: [4242, 4243]
+    escaped_holder_pids:
+      description: GPU holders that the unit's main process started but that live in another control group.
+      type: list
+      elements: int
+      sample: []
+    holders_inside_control_group:
+      description: Whether every GPU holder that the unit started lives inside its control group.
+      type: bool
+      sample: true
+    leaves_orphans:
+      description: Whether a stop of the unit would leave GPU holders behind.
+      type: bool
+      sample: true
+    findings:
+      description: Why, one sentence per finding.
+      type: list
+      elements: str
+      sample: ["SendSIGKILL=no: a process that ignores SIGTERM survives the stop"]
+nvml_available:
+  description: Whether NVML could be used to find the GPU holders.
+  returned: always
+  type: bool
+  sample: true
+msg:
+  description: A one-line summary.
+  returned: always
+  type: str
+  sample: "2 unit(s) audited; 1 leave(s) GPU holders behind on stop: vllm.service (KillMode=process)"
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
+    HAS_PSUTIL,
+    PSUTIL_IMP_ERR,
+    discover,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
+    NVML_ARGUMENT_SPEC,
+    check_timeout,
+    read_inventory,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _units
+
+SYSTEMCTL_TIMEOUT = 30
+
+
+def parent_map():
+    """{pid: ppid} of every process that can be read."""
+    parents = {}
+    for pid in _procfs.iter_pids():
+        try:
+            parents[pid] = _procfs.read_stat(pid)['ppid']
+        except (OSError, KeyError, ValueError):
+            continue
+    return parents
+
+
+def systemctl(module, argv):
+    rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''},
+                                      timeout=SYSTEMCTL_TIMEOUT)
+    if rc != 0:
+        module.fail_json(msg='%s failed (rc=%d): %s' % (' '.join(argv), rc, err.strip()), rc=rc, stderr=err)
+    return out
+
+
+def main():
+    argument_spec = dict(
+        units=dict(type='list', elements='str', default=[]),
+        fail_on_orphaning=dict(type='bool', default=False),
+    )
+    argument_spec.update(NVML_ARGUMENT_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    if not HAS_PSUTIL:
+        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
+    error = check_timeout(module.params['nvml_timeout'])
+    if error:
+        module.fail_json(msg=error)
+    for index, pattern in enumerate(module.params['units']):
+        if not pattern or pattern.startswith('-') or os.sep in pattern:
+            module.fail_json(msg='units[%d] must be a unit name or glob; got: %r' % (index, pattern))
+
+    nvml_view = read_inventory(module.params['nvml_timeout'])
+    if not nvml_view.available:
+        if module.params['require_nvml']:
+            module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % nvml_view.error,
+                             nvml_available=False)
+        module.warn('NVML cannot be used (%s); GPU holders are found from /proc alone.' % nvml_view.error)
+    snapshot = discover(nvml_view)
+    for warning in snapshot.warnings:
+        module.warn(warning)
+
+    names = _units.units_of_holders(snapshot.holders)
+    for pattern in module.params['units']:
+        matched = _units.parse_list_units(systemctl(module, _units.list_units_command(pattern)))
+        if not matched:
+            module.warn('no loaded unit matches %s' % pattern)
+        names.extend(name for name in matched if name not in names)
+
+    records = []
+    if names:
+        parents = parent_map()
+        for properties in _units.parse_show(systemctl(module, _units.show_command(names))):
+            records.append(_units.audit_unit(properties, snapshot.holders, parents))
+
+    msg = _units.summarize(records)
+    if module.params['fail_on_orphaning'] and any(record['leaves_orphans'] for record in records):
+        module.fail_json(msg=msg, units=records, nvml_available=snapshot.nvml_available)
+    module.exit_json(changed=False, msg=msg, units=records, nvml_available=snapshot.nvml_available)
+
+
+if __name__ == '__main__':
+    main()
