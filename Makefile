@@ -71,6 +71,7 @@ $(ANSIBLE_TEST_GET_PIP): scripts/get-pip-offline.py
 
 .PHONY: sanity
 sanity: tree $(ANSIBLE_TEST_GET_PIP)
+	scripts/collection-tree --copy >/dev/null
 	cd $(TEST_TREE) && $(BIN)/ansible-test sanity --venv --python $(SANITY_PYTHON) --color no $(SANITY_ARGS)
 
 .PHONY: lint
