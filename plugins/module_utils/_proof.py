@@ -205,11 +205,16 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
     start = clock()
     polls = 0
     while True:
+        # A GPU found free at the first look was waited on for 0 s.
+        looked_at = clock() - start
         gpus, holders, nvml_available = probe()
         polls += 1
         verdict = evaluate(gpus, holders, nvml_available=nvml_available, **criteria)
+        if verdict['free']:
+            waited = looked_at
+            break
         waited = clock() - start
-        if verdict['free'] or waited >= timeout_seconds:
+        if waited >= timeout_seconds:
             break
         sleep(max(0.0, min(poll_interval, timeout_seconds - waited)))
     verdict['waited_seconds'] = round(waited, 3)

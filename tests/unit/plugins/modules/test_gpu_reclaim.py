@@ -43,8 +43,9 @@ def two_gpus(monkeypatch, fake_nvml_factory):
     return fake
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def fake_dev_discovery(monkeypatch, fake_dev):
+    """Every test looks at stand-in device nodes only, never at the host's."""
     monkeypatch.setattr(gpu_reclaim, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
     monkeypatch.setattr(gpu_reclaim, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
     return fake_dev

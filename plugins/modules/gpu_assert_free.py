@@ -1,0 +1,323 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_assert_free
+short_description: Prove that NVIDIA GPUs are free, or fail with a clear account of why not
+version_added: 1.0.0
+description:
+  - The last check before a model is deployed. Succeeds only when every selected GPU is free, and otherwise
+    fails with one line per busy GPU naming its memory and holders, followed by the operator's next step.
+  - "A GPU is free when both hold: its used memory (NVML v2 struct, memory reserved by the driver excluded) is
+    at most O(max_used_percent) of its total memory when that is given, otherwise at most O(max_used_mib); and
+    no compute process and no NVML graphics process holds it, apart from the holders named in O(allow)."
+  - Monitoring clients that hold a device node but no memory (kind V(client) in
+    M(gpuops.reclaim.nvidia_holders)) never make a GPU busy.
+  - Waits up to O(timeout_seconds), looking every O(poll_interval) seconds, and returns as soon as the GPUs are
+    free. RV(waited_seconds) tells how long it waited.
+  - The next step in the message is to run M(gpuops.reclaim.gpu_reclaim) when holders are left; and a GPU reset
+    or a reboot when a holder is in state D (it cannot be killed) or when memory is held with no holder (a
+    stuck context).
+  - This module only reads. It never signals a process.
+author:
+  - gpuops.reclaim contributors
+extends_documentation_fragment:
+  - gpuops.reclaim.gpu_selection
+  - gpuops.reclaim.nvml
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details:
+      - The module only reads, so check mode behaves exactly as a normal run, failing included.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: N/A
+    details:
+      - The module never changes anything.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation
+      indicates no change.
+    support: full
+options:
+  max_used_mib:
+    description:
+      - The most memory, in MiB, that a free GPU may show as used. Must be 0 or more.
+      - When neither this nor O(max_used_percent) is given, 64 MiB.
+      - Mutually exclusive with O(max_used_percent).
+    type: int
+  max_used_percent:
+    description:
+      - The most memory, as a percentage of the GPU's total memory (0 to 100), that a free GPU may show as used.
+      - Mutually exclusive with O(max_used_mib).
+    type: float
+  allow:
+    description:
+      - Holders whose holding is accepted, for example an exporter that keeps a context open. Each item is an
+        executable name (compared with the command name, the executable's basename and the first word of the
+        title) or a PID. The GPU memory an allowed holder uses is accepted too.
+    type: list
+    elements: str
+    default: []
+  timeout_seconds:
+    description:
+      - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once.
+    type: float
+    default: 0.0
+  poll_interval:
+    description:
+      - Seconds between two looks while waiting, from 0.005 to 5.
+    type: float
+    default: 0.05
+  require_nvml:
+    description:
+      - Without NVML, memory cannot be read, so freedom cannot be proven. V(true) fails the task then, saying why.
+      - V(false) accepts the C(/proc) view alone (no holder of a selected GPU) and says so in the warnings.
+    type: bool
+    default: true
+requirements:
+  - psutil >= 5.8 on the managed host
+seealso:
+  - module: gpuops.reclaim.gpu_reclaim
+  - module: gpuops.reclaim.nvidia_holders
+'''
+
+EXAMPLES = r'''
+- name: Prove every GPU free before deploying
+  gpuops.reclaim.gpu_assert_free:
+
+- name: Wait up to 30 s for GPUs 0 to 3, accepting the exporter
+  gpuops.reclaim.gpu_assert_free:
+    gpus: ["0", "1", "2", "3"]
+    timeout_seconds: 30
+    allow:
+      - dcgm-exporter
+
+- name: Accept up to 1 % of memory used
+  gpuops.reclaim.gpu_assert_free:
+    max_used_percent: 1
+  register: __gpu_assert_free
+
+- name: Show how long it took
+  ansible.builtin.debug:
+    msg: "free after {{ __gpu_assert_free.waited_seconds }} s"
+'''
+
+RETURN = r'''
+free:
+  description: Whether every selected GPU is free.
+  returned: always
+  type: bool
+  sample: false
+msg:
+  description: On success a summary; on failure one line per busy GPU, then the next steps.
+  returned: always
+  type: str
+  sample: "GPU 5 (GPU-8cdf\u2026) busy: 96798 MiB used; holders: pid 233730 VLLM::Worker_TP5 (orphaned, parent 1, state S)"
+waited_seconds:
+  description: How long the module waited for the GPUs to become free.
+  returned: always
+  type: float
+  sample: 0.42
+gpus:
+  description: Per selected GPU, the verdict.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: GPU index.
+      type: int
+      sample: 5
+    uuid:
+      description: GPU UUID.
+      type: str
+      sample: GPU-8cdf1234-0000-4000-8000-000000000005
+    memory_used_mib:
+      description: Used memory in MiB (reserved excluded), or V(null) without NVML.
+      type: int
+      sample: 96798
+    memory_total_mib:
+      description: Total memory in MiB, or V(null) without NVML.
+      type: int
+      sample: 143771
+    limit_mib:
+      description: The most memory this GPU may show as used and still be free.
+      type: float
+      sample: 64
+    free:
+      description: Whether this GPU is free.
+      type: bool
+      sample: false
+    holder_pids:
+      description: PIDs of the holders that keep it busy.
+      type: list
+      elements: int
+      sample: [233730]
+    allowed_pids:
+      description: PIDs of holders accepted through O(allow).
+      type: list
+      elements: int
+      sample: []
+    reasons:
+      description: Why it is busy.
+      type: list
+      elements: str
+      sample: ["held by 1 process", "96798 MiB used, more than 64 MiB"]
+  sample:
+    - index: 5
+      uuid: GPU-8cdf1234-0000-4000-8000-000000000005
+      memory_used_mib: 96798
+      memory_total_mib: 143771
+      limit_mib: 64
+      free: false
+      holder_pids: [233730]
+      allowed_pids: []
+      reasons: ["held by 1 process", "96798 MiB used, more than 64 MiB"]
+holders:
+  description: The holder records (as M(gpuops.reclaim.nvidia_holders) returns them) that keep a selected GPU
+    busy, ordered by PID.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 233730
+      ppid: 1
+      title: VLLM::Worker_TP5
+      state: sleeping
+      gpus: [5]
+      kind: compute
+      orphaned: true
+nvml_available:
+  description: Whether NVML could be used.
+  returned: always
+  type: bool
+  sample: true
+'''
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
+    HAS_PSUTIL,
+    PSUTIL_IMP_ERR,
+    discover,
+    host_gpus,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
+    HAS_PYNVML,
+    NVML_ARGUMENT_SPEC,
+    PYNVML_IMP_ERR,
+    NvmlSession,
+    check_timeout,
+    read_inventory,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
+    DEFAULT_POLL_INTERVAL,
+    ProofError,
+    check_limits,
+    wait_until_free,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
+    GPU_SELECTION_ARGUMENT_SPEC,
+    SelectorError,
+    resolve_gpus,
+)
+
+
+def main():
+    argument_spec = dict(
+        max_used_mib=dict(type='int'),
+        max_used_percent=dict(type='float'),
+        allow=dict(type='list', elements='str', default=[]),
+        timeout_seconds=dict(type='float', default=0.0),
+        poll_interval=dict(type='float', default=DEFAULT_POLL_INTERVAL),
+    )
+    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
+    argument_spec.update(NVML_ARGUMENT_SPEC)
+    argument_spec['require_nvml'] = dict(type='bool', default=True)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           mutually_exclusive=[('max_used_mib', 'max_used_percent')])
+    if not HAS_PSUTIL:
+        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
+    if module.params['require_nvml'] and not HAS_PYNVML:
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
+    params = module.params
+    error = check_timeout(params['nvml_timeout'])
+    if error:
+        module.fail_json(msg=error)
+    try:
+        check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
+                     params['poll_interval'])
+    except ProofError as exc:
+        module.fail_json(msg=str(exc))
+
+    session = NvmlSession(timeout=params['nvml_timeout'])
+    try:
+        view = read_inventory(params['nvml_timeout'], session=session)
+        if not view.available:
+            if params['require_nvml']:
+                module.fail_json(msg='Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is '
+                                     'true. Set require_nvml: false to accept the /proc view alone.' % view.error,
+                                 free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0)
+            module.warn('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a '
+                        '/dev/nvidiaN node open are seen.' % view.error)
+        try:
+            indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
+        except SelectorError as exc:
+            module.fail_json(msg=str(exc), free=False, nvml_available=view.available, gpus=[], holders=[],
+                             waited_seconds=0.0)
+
+        state = {'view': view, 'warnings': []}
+
+        def probe():
+            current = state['view']
+            if current is None:
+                current = read_inventory(params['nvml_timeout'], session=session)
+                if view.available and not current.available:
+                    # NVML went away (or hung) while waiting: nothing more can be proven.
+                    state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
+            state['view'] = None
+            snapshot = discover(current, gpu_indices=indices)
+            for warning in snapshot.warnings:
+                if warning not in state['warnings']:
+                    state['warnings'].append(warning)
+            return snapshot.gpus, snapshot.holders, current.available
+
+        verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
+                                  poll_interval=params['poll_interval'], selected=indices,
+                                  max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
+                                  allow=params['allow'])
+    finally:
+        session.close()
+
+    for warning in state['warnings']:
+        module.warn(warning)
+    result = dict(
+        changed=False,
+        free=verdict['free'],
+        gpus=verdict['gpus'],
+        holders=verdict['holders'],
+        waited_seconds=verdict['waited_seconds'],
+        nvml_available=view.available,
+    )
+    if not verdict['free']:
+        module.fail_json(msg='\n'.join(verdict['lines']), **result)
+    result['msg'] = '%d GPU%s free (%s)%s' % (
+        len(verdict['gpus']), '' if len(verdict['gpus']) == 1 else 's',
+        ', '.join(str(g['index']) for g in verdict['gpus']) or 'none',
+        ' after %.2f s' % verdict['waited_seconds'] if verdict['waited_seconds'] else '')
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
