@@ -1,0 +1,371 @@
+"""Tests of the acceptance harness's parts that need no GPU.
+
+    python3 -m pytest tests/gpu
+
+Processes run with stand-in device nodes (``mknod``, root only) instead of
+CUDA and NVML: titles, orphaning, SIGTERM handling, the private PID namespace
+of the one-liner, holder listing, and the result and README writers.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), 'bench'))
+
+import acceptance  # noqa: E402  pylint: disable=wrong-import-position
+import benchlib  # noqa: E402  pylint: disable=wrong-import-position
+import deployment  # noqa: E402  pylint: disable=wrong-import-position
+import procs  # noqa: E402  pylint: disable=wrong-import-position
+import wheelcheck  # noqa: E402  pylint: disable=wrong-import-position
+
+psutil = pytest.importorskip('psutil')
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason='mknod and namespaces need root')
+
+
+@pytest.fixture
+def devices(tmp_path):
+    """Stand-in NVIDIA nodes (clones of /dev/null) in a private folder."""
+    folder = tmp_path / 'dev'
+    folder.mkdir()
+    for name in ('nvidiactl', 'nvidia-uvm', 'nvidia0', 'nvidia1'):
+        os.mknod(str(folder / name), 0o666 | 0o020000, os.makedev(1, 3))
+    return str(folder)
+
+
+@pytest.fixture
+def owned():
+    registry = procs.Owned()
+    yield registry
+    registry.stop_all(grace=0.5)
+
+
+def wait_file(path, timeout=30):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert time.time() < deadline, 'no %s after %d s' % (path, timeout)
+        time.sleep(0.02)
+
+
+def wait_until(predicate, timeout=10):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline
+        time.sleep(0.02)
+
+
+# -- argument parsing and small helpers -------------------------------------------
+
+def test_defaults():
+    args = acceptance.parse_args([])
+    assert args.paths == ['module', 'raw', 'oneliner']
+    assert args.repetitions == 3 and args.gib == 40.0 and args.grace == 2.0
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--paths', 'module,fast'], 'choose from module, raw, oneliner; got: fast'),
+    (['--paths', 'raw'], 'must include module'),
+    (['--repetitions', '0'], 'at least 1; got: 0'),
+    (['--gib', '0'], 'must be positive'),
+])
+def test_bad_arguments(argv, message):
+    with pytest.raises(SystemExit) as caught:
+        acceptance.parse_args(argv)
+    assert message in str(caught.value)
+
+
+def test_child_environment_keeps_multicast_off(monkeypatch):
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '3')
+    harness = acceptance.Harness.__new__(acceptance.Harness)
+    harness.site = '/tmp/site'
+    env = harness.env()
+    assert env['NCCL_NVLS_ENABLE'] == '0'
+    assert env['TORCH_SYMM_MEM_DISABLE_MULTICAST'] == '1'
+    assert env['NVSHMEM_DISABLE_NVLS'] == '1'
+    assert 'CUDA_VISIBLE_DEVICES' not in env
+    assert env['PYTHONPATH'].split(os.pathsep)[0] == '/tmp/site'
+
+
+@pytest.mark.parametrize('names, kind', [
+    (['NVIDIA H200'], 'nvidia-h200'),
+    (['NVIDIA H200', 'NVIDIA H200'], 'nvidia-h200-x2'),
+    ([], 'nvidia-unknown'),
+])
+def test_kind_from_snapshot(names, kind):
+    assert acceptance.kind_from_snapshot({'gpus': [{'name': name} for name in names]}) == kind
+
+
+@pytest.mark.parametrize('result, seconds', [
+    ({'elapsed_seconds': 0.25}, 0.25),
+    ({'timings': {'total': 1.5}}, 1.5),
+    ({'changed': True}, None),
+])
+def test_module_seconds(result, seconds):
+    assert acceptance.module_seconds(result) == seconds
+
+
+def test_parse_timing(tmp_path):
+    path = tmp_path / 'timing.jsonl'
+    lines = [
+        {'event': 'runner_start', 'time': 10.0, 'action': 'gpuops.reclaim.nvidia_holders'},
+        {'event': 'runner_start', 'time': 12.0, 'action': 'gpuops.reclaim.gpu_reclaim'},
+        {'event': 'ok', 'time': 12.5, 'action': 'gpuops.reclaim.gpu_reclaim', 'result': {'elapsed_seconds': 0.3}},
+    ]
+    path.write_text('\n'.join(json.dumps(line) for line in lines) + '\nnot json\n')
+    found = acceptance.parse_timing(str(path))
+    assert found['release_start'] == 12.0 and found['release_end'] == 12.5
+    assert found['release_result'] == {'elapsed_seconds': 0.3}
+
+
+# -- holders ---------------------------------------------------------------------
+
+def test_parse_fuser_pids():
+    assert procs.parse_fuser_pids(' 123 456m 123c\n 789F') == [123, 456, 789]
+    assert procs.parse_fuser_pids('') == []
+
+
+def test_listing_without_gpu_says_why():
+    listing = procs.list_holders({'available': False, 'error': 'NVML Shared Library Not Found', 'gpus': []},
+                                 procs.Owned(), nodes=[])
+    assert listing['holders'] == [] and listing['foreign'] == []
+    assert 'NVML: NVML Shared Library Not Found' in listing['problems']
+    assert 'no /dev/nvidia* device nodes on this host' in listing['problems']
+
+
+@needs_root
+def test_listing_tells_ours_from_foreign(devices, owned):
+    nodes = [os.path.join(devices, 'nvidia0'), os.path.join(devices, 'nvidiactl')]
+    hold = 'import sys, time; handles = [open(p) for p in sys.argv[1:]]; time.sleep(60)'
+    ours = subprocess.Popen([sys.executable, '-c', hold] + nodes)
+    theirs = subprocess.Popen([sys.executable, '-c', hold, nodes[0]])
+    owned.add(ours.pid, label='ours')
+    try:
+        wait_until(lambda: len(procs.run_fuser(nodes)[0]) == 2)
+        snapshot = {'available': True, 'gpus': [{'index': 0, 'pids': [ours.pid, 999999]}]}
+        listing = procs.list_holders(snapshot, owned, nodes=nodes)
+        by_pid = dict((record['pid'], record) for record in listing['holders'])
+        assert by_pid[ours.pid]['ours'] and sorted(by_pid[ours.pid]['sources']) == ['fuser', 'nvml']
+        assert not by_pid[theirs.pid]['ours'] and by_pid[theirs.pid]['sources'] == ['fuser']
+        assert by_pid[999999].get('gone')
+        assert [record['pid'] for record in listing['foreign']] == [theirs.pid]
+    finally:
+        theirs.kill()
+        theirs.wait()
+        ours.kill()
+        ours.wait()
+
+
+def test_signal_exact_refuses_a_reused_pid(owned):
+    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        started = psutil.Process(child.pid).create_time()
+        assert procs.signal_exact(child.pid, started - 100, signal.SIGKILL) == 'reused'
+        assert child.poll() is None
+        assert procs.signal_exact(child.pid, started, signal.SIGKILL) == 'sent'
+        child.wait()
+        assert procs.signal_exact(child.pid, started, signal.SIGKILL) == 'gone'
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_foreign_processes_and_disappeared(owned):
+    outsider = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)
+    try:
+        # A child of this process is ours by descent: not foreign.
+        before = procs.foreign_processes(owned)
+        assert outsider.pid not in [pid for pid, dummy in before]
+        # Seen from elsewhere (another "harness" pid), it is foreign; once killed, it disappeared.
+        before = procs.foreign_processes(owned, me=-1)
+        key = [key for key in before if key[0] == outsider.pid]
+        assert key
+        outsider.kill()
+        outsider.wait()
+        gone = procs.disappeared(dict((k, before[k]) for k in key))
+        assert [item['pid'] for item in gone] == [outsider.pid]
+    finally:
+        if outsider.poll() is None:
+            outsider.kill()
+            outsider.wait()
+
+
+# -- the deployment's processes ----------------------------------------------------
+
+def read_status_mask(pid, field):
+    with open('/proc/%d/status' % pid) as handle:
+        for line in handle:
+            if line.startswith(field + ':'):
+                return int(line.split()[1], 16)
+    return 0
+
+
+@needs_root
+def test_deployment_titles_orphans_and_sigterm(devices, tmp_path, owned):
+    run_dir = str(tmp_path / 'run')
+    parent = subprocess.Popen([sys.executable, deployment.__file__, 'parent', '--run-dir', run_dir,
+                               '--simulate', devices, '--gpus', '0,1', '--gib', '1'], start_new_session=True)
+    owned.add(parent.pid, label='parent')
+    wait_file(os.path.join(run_dir, 'ready', 'parent.json'))
+    records = {}
+    for name in ('engine', 'worker0', 'worker1'):
+        records[name] = deployment.read_json(os.path.join(run_dir, 'ready', name + '.json'))
+        owned.add(records[name]['pid'], records[name]['create_time'], label=name)
+    worker = psutil.Process(records['worker1']['pid'])
+    with open('/proc/%d/comm' % worker.pid) as handle:
+        assert handle.read() == 'VLLM::Worker_TP\n'
+    assert [part for part in worker.cmdline() if part] == ['VLLM::Worker_TP1']
+    with open('/proc/%d/cmdline' % worker.pid, 'rb') as handle:
+        assert handle.read().rstrip(b'\0') == b'VLLM::Worker_TP1'
+    assert psutil.Process(records['engine']['pid']).cmdline()[0] == 'VLLM::EngineCore'
+    assert os.path.basename(worker.exe()).startswith('python')
+    # The last worker ignores SIGTERM, the others catch it.
+    assert read_status_mask(records['worker1']['pid'], 'SigIgn') & (1 << 14)
+    assert read_status_mask(records['worker0']['pid'], 'SigCgt') & (1 << 14)
+    held = procs.run_fuser([os.path.join(devices, 'nvidia1')])[0]
+    assert records['worker1']['pid'] in held
+    # The API server dies: the others are orphaned and keep running.
+    owned.signal(parent.pid, signal.SIGKILL)
+    parent.wait()
+    wait_until(lambda: psutil.Process(records['worker0']['pid']).ppid() != parent.pid)
+    assert all(owned.owns(record['pid']) for record in records.values())
+    # SIGTERM: honoured (and noted) by worker0, ignored by worker1.
+    owned.signal(records['worker0']['pid'], signal.SIGTERM)
+    owned.signal(records['worker1']['pid'], signal.SIGTERM)
+    wait_file(os.path.join(run_dir, 'term', 'worker0.json'))
+    wait_until(lambda: procs.is_zombie(records['worker0']['pid']))
+    time.sleep(0.2)
+    assert not procs.is_zombie(records['worker1']['pid'])
+    assert owned.stop_all(grace=0.2) == []
+
+
+@needs_root
+def test_monitor_copy_is_named_nv_hostengine(tmp_path, owned):
+    harness = acceptance.Harness.__new__(acceptance.Harness)
+    harness.python = sys.executable
+    harness.site = None
+    harness.work = str(tmp_path)
+    harness.prepare_monitor()
+    assert os.path.basename(harness.monitor_exe) == 'nv-hostengine'
+    run_dir = str(tmp_path / 'run')
+    folder = tmp_path / 'dev'
+    folder.mkdir()
+    for name in ('nvidiactl', 'nvidia0'):
+        os.mknod(str(folder / name), 0o666 | 0o020000, os.makedev(1, 3))
+    monitor = subprocess.Popen([harness.monitor_exe, deployment.__file__, 'monitor', '--run-dir', run_dir,
+                                '--simulate', str(folder)], env=harness.monitor_env)
+    owned.add(monitor.pid, label='nv-hostengine')
+    wait_file(os.path.join(run_dir, 'ready', 'monitor.json'))
+    process = psutil.Process(monitor.pid)
+    assert process.name() == 'nv-hostengine'
+    assert os.path.basename(process.exe()) == 'nv-hostengine'
+    owned.stop_all(grace=1)
+    monitor.wait()
+
+
+@needs_root
+def test_oneliner_in_a_namespace_reaches_only_the_namespace(devices, tmp_path, owned):
+    """The one-liner kills every holder in its namespace, monitor included,
+    and nothing outside, though an outside process holds the same node."""
+    outside = subprocess.Popen([sys.executable, '-c', 'import sys, time; h = open(sys.argv[1]); time.sleep(60)',
+                                os.path.join(devices, 'nvidia0')])
+    owned.add(outside.pid, label='outside holder')
+    run_dir = str(tmp_path / 'run')
+    launcher = subprocess.Popen(
+        [sys.executable, deployment.__file__, 'nsinit', '--run-dir', run_dir, '--simulate', devices,
+         '--devices', os.path.join(devices, 'nvidia*'), '--', '--run-dir', run_dir, '--simulate', devices,
+         '--gpus', '0,1', '--gib', '1'],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    owned.add(launcher.pid, label='launcher')
+    events = acceptance.EventReader(launcher)
+    ready = events.next(60)
+    assert ready['event'] == 'ready', ready
+    mapping = procs.ns_pid_map(launcher.pid)
+    assert 1 in mapping
+    names = ('engine', 'worker0', 'worker1', 'monitor')
+    host_pids = {}
+    for name in names:
+        record = deployment.read_json(os.path.join(run_dir, 'ready', name + '.json'))
+        host_pids[name] = mapping[record['pid']]
+        assert procs.same_process(host_pids[name], record['create_time'])
+    # Orphans of the API server belong to the namespace's init now.
+    assert psutil.Process(host_pids['worker0']).ppid() == mapping[1]
+    launcher.stdin.write(b'{"op": "oneliner", "replace_nvidia_smi": "true"}\n')
+    launcher.stdin.flush()
+    result = events.next(60)
+    assert result['event'] == 'oneliner' and result['rc'] == 0
+    assert 3.0 <= result['end'] - result['start'] < 10
+    for name in names:
+        assert procs.is_zombie(host_pids[name]), name
+    assert outside.poll() is None and not procs.is_zombie(outside.pid)
+    launcher.stdin.write(b'{"op": "exit"}\n')
+    launcher.stdin.flush()
+    assert launcher.wait(timeout=10) == 0
+    outside.kill()
+    outside.wait()
+
+
+# -- results -------------------------------------------------------------------------
+
+def test_entry_and_readme(tmp_path):
+    item = benchlib.entry('gpu_reclaim_vs_raw', [0.3, 0.25, 0.35], [0.2, 0.22, 0.21], 'raw path', 'nvidia-h200: 1x',
+                          '2030-01-02', protected_killed={'ours': 0, 'baseline': 0},
+                          foreign_killed={'ours': 0, 'baseline': 0})
+    assert item['ours_median_s'] == 0.3 and item['baseline_median_s'] == 0.21
+    assert item['ratio'] == round(0.3 / 0.21, 4)
+    assert item['repetitions'] == 3
+    assert item['spread'] == {'ours_min_s': 0.25, 'ours_max_s': 0.35, 'baseline_min_s': 0.2, 'baseline_max_s': 0.22}
+    for key in ('name', 'ratio', 'ours_median_s', 'baseline_median_s', 'baseline', 'repetitions', 'spread',
+                'machine', 'date'):
+        assert key in item
+    readme = tmp_path / 'README.md'
+    readme.write_text('# Benchmarks\n\nintro\n')
+    assert benchlib.add_gpu_rows([item], 'results/gpu-a.json', path=str(readme))
+    assert not benchlib.add_gpu_rows([item], 'results/gpu-a.json', path=str(readme))
+    assert benchlib.add_gpu_rows([item], 'results/gpu-b.json', path=str(readme))
+    text = readme.read_text()
+    assert text.count('| 2030-01-02 | nvidia-h200: 1x | `gpu_reclaim_vs_raw` |') == 2
+    assert text.count('| date | machine |') == 1
+    benchlib.replace_cpu_table([dict(item, name='reclaim_vs_raw_sim')], path=str(readme))
+    benchlib.replace_cpu_table([{'name': 'fleet_16_vs_1', 'skipped': 'no simulated hosts'}], path=str(readme))
+    text = readme.read_text()
+    assert '`fleet_16_vs_1` | skipped' in text and 'reclaim_vs_raw_sim' not in text
+    assert text.index(benchlib.GPU_BEGIN) < text.index(benchlib.CPU_BEGIN)
+    assert text.startswith('# Benchmarks\n\nintro\n')
+
+
+def test_result_path_never_overwrites(tmp_path, monkeypatch):
+    monkeypatch.setattr(benchlib, 'RESULTS', str(tmp_path))
+    first = acceptance.result_path('nvidia-h200', '2030-01-02')
+    assert first.endswith('gpu-nvidia-h200-2030-01-02.json')
+    open(first, 'w').close()
+    assert acceptance.result_path('nvidia-h200', '2030-01-02').endswith('gpu-nvidia-h200-2030-01-02-2.json')
+
+
+def test_wheelcheck_reports_a_missing_dependency(tmp_path):
+    import zipfile  # pylint: disable=import-outside-toplevel
+
+    def wheel(name, version, requires):
+        path = tmp_path / ('%s-%s-py3-none-any.whl' % (name, version))
+        with zipfile.ZipFile(str(path), 'w') as archive:
+            archive.writestr('%s-%s.dist-info/METADATA' % (name, version),
+                             'Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s' % (
+                                 name, version, ''.join('Requires-Dist: %s\n' % r for r in requires)))
+    wheel('ansible_core', '2.19.14', ['jinja2>=3.1.0', 'resolvelib<2.0.0,>=0.5.3',
+                                      "typing-extensions; python_version < '3.11'"])
+    wheel('jinja2', '3.1.6', ['MarkupSafe>=2.0', "Babel>=2.7; extra == 'i18n'"])
+    wheel('resolvelib', '2.0.0', [])
+    problems, dummy = wheelcheck.check(str(tmp_path), [], '3.12')
+    assert sorted(problems) == [
+        'ansible_core-2.19.14-py3-none-any.whl requires resolvelib<2.0.0,>=0.5.3: '
+        'the wheel is resolvelib-2.0.0-py3-none-any.whl',
+        'jinja2-3.1.6-py3-none-any.whl requires MarkupSafe>=2.0: no wheel for it',
+    ]
