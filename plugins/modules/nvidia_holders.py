@@ -28,7 +28,7 @@ description:
   - Processes this user may not inspect are skipped and counted in RV(unreadable_processes); run as root
     to see every holder.
 author:
-  - gpuops.reclaim contributors
+  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
