@@ -43,6 +43,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import fnmatch
+import math
 import re
 import signal
 import time
@@ -115,7 +116,7 @@ def check_seconds(option, value, maximum=MAX_WAIT_SECONDS, minimum=0.0):
         number = float(value)
     except (TypeError, ValueError):
         number = None
-    if isinstance(value, bool) or number is None or number != number or number < minimum or number > maximum:
+    if isinstance(value, bool) or number is None or math.isnan(number) or number < minimum or number > maximum:
         raise EscalationError('%s: must be a number of seconds from %g to %g; got: %r'
                               % (option, minimum, maximum, value))
     return number
@@ -436,7 +437,7 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
             continue
         if not _user_matches(process, scope.users) or _permission_reason(process, scope):
             continue
-        children = [pid for pid in process.get('children') or []]
+        children = list(process.get('children') or [])
         if scope.identifying_filters and filter_reason(process, scope) is None:
             reason = 'parent of targeted holders, within the selected filters'
         elif children and all(pid in target_pids for pid in children):

@@ -28,7 +28,7 @@ description:
     stuck context).
   - This module only reads. It never signals a process.
 author:
-  - gpuops.reclaim contributors
+  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
@@ -202,8 +202,6 @@ nvml_available:
   type: bool
   sample: true
 '''
-
-import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 

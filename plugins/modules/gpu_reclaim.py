@@ -43,7 +43,7 @@ description:
     reboot. With O(fail_on_survivors=false) they are returned instead."
   - Bad input fails before anything is signalled, naming the option and the value.
 author:
-  - gpuops.reclaim contributors
+  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
@@ -54,7 +54,7 @@ attributes:
     support: full
     details:
       - Check mode computes the same plan, signals nothing, and returns in RV(released) the holders a real run
-        would signal. RV(changed) predicts the real run.
+        would signal. C(changed) predicts the real run.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
@@ -65,7 +65,7 @@ attributes:
       indicates no change.
     support: full
     details:
-      - Once the holders are gone there is nothing to signal, and RV(changed) is V(false).
+      - Once the holders are gone there is nothing to signal, and C(changed) is V(false).
 options:
   users:
     description:
