@@ -673,3 +673,13 @@ def test_real_forker_tree_is_frozen_and_killed(spawned):
     for pid in released['descendants_killed']:
         wait_for(lambda: not alive(pid))
     assert not [line for line in lines if 'pid %d ' % os.getpid() in line]
+
+
+def test_child_and_descendant_pids_follow_the_tree(spawned):
+    supervisor = spawned(RESPAWNER)
+    worker = wait_for(lambda: psutil.Process(supervisor.pid).children())[0]
+    assert esc.child_pids(supervisor.pid) == [worker.pid]
+    assert worker.pid in esc.descendant_pids(os.getpid())
+    info = esc.describe_process(supervisor.pid)
+    assert info['children'] == [worker.pid] and info['ppid'] == os.getpid()
+    assert esc.child_pids(2 ** 22 + 7) == []
