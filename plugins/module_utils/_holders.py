@@ -200,6 +200,14 @@ def _create_time(pid, stat, proc_root):
         return None
 
 
+def _is_kernel_thread(pid, proc_root):
+    """Kernel threads hold no files; an unreadable fd folder of one hides nothing."""
+    try:
+        return _procfs.read_stat(pid, proc_root)['kernel_thread']
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def _gpu_from_dev(minor):
     return {
         'index': minor, 'uuid': None, 'name': None, 'minor': minor, 'pci_bus_id': None,
@@ -341,7 +349,7 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
 
     # The /proc view: one pass over every process's fds.
     fd_holders, unreadable, vanished = _procfs.scan_device_holders(proc_root, dev_dir)
-    unreadable = set(unreadable)
+    unreadable = set(pid for pid in unreadable if not _is_kernel_thread(pid, proc_root))
 
     if not (nvml_view is not None and nvml_view.available):
         # Without NVML, every /dev/nvidiaN held is a GPU, even if its node is gone.

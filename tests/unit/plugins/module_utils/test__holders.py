@@ -304,3 +304,15 @@ def test_build_holder_protects_by_comm_when_exe_is_unreadable(tmp_path):
     record = _holders.build_holder(16175, {'/dev/nvidia0'}, {}, {0: 0}, {}, set(), ('VLLM::Engine) x',), (),
                                    proc_root=proc_root)
     assert record['protected_reason'] == 'user protected executable VLLM::Engine) x'
+
+
+def test_unreadable_kernel_threads_are_not_counted(tmp_path, monkeypatch):
+    proc = tmp_path / 'proc'
+    shutil.copytree(os.path.join(FIXTURES, 'kernel_thread'), str(proc / '2'))
+    shutil.copytree(os.path.join(FIXTURES, 'sigterm_caught'), str(proc / '300'))
+    monkeypatch.setattr(_holders._procfs, 'scan_device_holders', lambda proc_root, dev_dir: ({}, [2, 300, 301], 0))
+    snapshot = _holders.discover(None, proc_root=str(proc), dev_dir=str(tmp_path / 'dev'))
+    # PID 301 vanished: its stat cannot be read, so it still counts as not inspected.
+    assert snapshot.unreadable == 2 and snapshot.unreadable_pids == [300, 301]
+    assert snapshot.warnings == ['2 processes could not be inspected (permission denied: PID 300, 301); holders '
+                                 'among them are not reported. Run as root to see every holder.']
