@@ -25,6 +25,9 @@ description:
   - Waiting polls NVML and C(/proc) every O(poll_interval) seconds and ends the moment every targeted holder has
     exited or is a zombie, NVML lists none of them, and each GPU's used memory is back to what the holders left
     alone account for (plus 64 MiB). There is no fixed sleep.
+  - Memory that is still used once every holder is gone (a slow release, for example with much pinned host
+    memory) is waited for as long as the ladder would still have granted the holders, then reported as a stuck
+    context. Only GPUs that a targeted holder held are waited on.
   - "Never signalled, in any mode: protected holders (see O(protect)), PID 1, kernel threads, and the module's own
     process with all its ancestors. They appear in RV(protected) with the reason."
   - A signal goes only to the process that was discovered. Right before each signal the process's start time is

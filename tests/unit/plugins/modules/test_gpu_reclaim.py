@@ -165,3 +165,33 @@ def test_filters_leave_other_holders_alone(capsys, no_library, fake_dev_discover
     result = run_module(capsys, {'match': '^no-such-title$', '_ansible_check_mode': True})
     assert result['changed'] is False and result['released'] == []
     assert result['skipped'][0]['reason'] == 'title does not match'
+
+
+@pytest.fixture
+def stuck_gpu0(monkeypatch, fake_nvml_factory):
+    """GPU 0 keeps 20 GiB used whatever happens to its holders."""
+    gpus = fake_nvml_factory.h200_gpus(2, used_mib=0)
+    gpus[0]['used_mib'] = 20480
+    fake = fake_nvml_factory(gpus)
+    monkeypatch.setattr(_nvml, 'pynvml', fake)
+    return fake
+
+
+@pytest.mark.parametrize('fail_on_survivors', [True, False])
+def test_stuck_context_is_reported_within_the_ladder(capsys, stuck_gpu0, fake_dev_discovery, spawn_holder, signals,
+                                                     fail_on_survivors):
+    child = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    started = time.monotonic()
+    result = run_module(capsys, {'gpus': ['0'], 'grace_seconds': 0.3, 'kill_seconds': 0.3,
+                                 'fail_on_survivors': fail_on_survivors})
+    assert time.monotonic() - started < 2
+    assert child.wait(2) == -signal.SIGTERM
+    assert result['changed'] is True
+    assert result['stuck_gpus'] == [{'index': 0, 'memory_used_mib': 20480, 'reason': '20480 MiB used'}]
+    assert result['gpus'] == [{'index': 0, 'uuid': 'GPU-00000000-0000-4000-8000-000000000000',
+                               'memory_used_mib_before': 20480, 'memory_used_mib_after': 20480}]
+    lines = result['msg'].split('\n')
+    assert lines[1] == ('GPU 0 (GPU-00000000-0000-4000-8000-000000000000) still has 20480 MiB used after every '
+                        'targeted holder is gone (stuck context); next step: a GPU reset (gpu_reclaim_allow_reset '
+                        'in the role, or nvidia-smi --gpu-reset -i 0) or a reboot')
+    assert bool(result.get('failed')) is fail_on_survivors
