@@ -270,6 +270,12 @@ def test_parse_cgroup(text, unit, runtime, pod_uid):
     assert container.get('pod_uid') == pod_uid
 
 
+def test_parse_cgroup_captured_podman_cgroupfs():
+    parsed = _procfs.parse_cgroup(fixture('podman_cgroupfs', 'cgroup'))
+    assert parsed == {'systemd_unit': 'systemd-journald.service', 'container': {
+        'runtime': 'podman', 'id': '65d7bc3b0ad8ad3c5a16652522257a21c3e12ce87df96c6681418681d10ba713'}}
+
+
 def test_parse_cgroup_ignores_short_ids():
     assert _procfs.parse_cgroup('0::/system.slice/docker-abc.scope\n') == {
         'systemd_unit': 'docker-abc.scope', 'container': None}
