@@ -323,6 +323,8 @@ _SCOPE_PATTERNS = (
 # Cgroupfs-driver directory layouts.
 _DOCKER_DIR = re.compile(r'(?:^|/)docker/(' + _HEX64 + r')(?:/|$)')
 _LIBPOD_DIR = re.compile(r'(?:^|/)libpod-(' + _HEX64 + r')(?:/|$)')
+# containerd's own namespaces under the cgroupfs driver (k8s.io for CRI pods).
+_CONTAINERD_DIR = re.compile(r'(?:^|/)k8s\.io/(' + _HEX64 + r')(?:/|$)')
 _KUBEPODS_DIR = re.compile(
     r'(?:^|/)kubepods(?:/(?:besteffort|burstable|guaranteed))?/pod([0-9a-f-]{36})(?:/(' + _HEX64 + r'))?(?:/|$)')
 _KUBEPODS_SLICE = re.compile(
@@ -379,6 +381,10 @@ def container_from_path(path):
         match = _LIBPOD_DIR.search(path)
         if match:
             container = {'runtime': 'podman', 'id': match.group(1)}
+    if container is None:
+        match = _CONTAINERD_DIR.search(path)
+        if match:
+            container = {'runtime': 'containerd', 'id': match.group(1)}
     if container is None and pod_uid is not None:
         container = {'runtime': 'kubepods', 'id': pod_uid}
     if container is not None and pod_uid is not None:

@@ -230,6 +230,11 @@ CGROUP_CASES = [
      % (POD_SLICE, ID), 'cri-containerd-%s.scope' % ID, 'containerd', POD),
     ('0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope\n' % (POD_SLICE, ID),
      'cri-containerd-%s.scope' % ID, 'containerd', POD),
+    # docker through dockershim, systemd driver
+    ('0::/kubepods.slice/kubepods-pod%s.slice/docker-%s.scope\n' % (POD_SLICE, ID),
+     'docker-%s.scope' % ID, 'docker', POD),
+    # containerd, cgroupfs driver, CRI namespace
+    ('0::/k8s.io/%s\n' % ID, None, 'containerd', None),
     # cri-o, container and its conmon
     ('0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/crio-%s.scope\n'
      % (POD_SLICE, ID), 'crio-%s.scope' % ID, 'cri-o', POD),
