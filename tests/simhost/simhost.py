@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Simulated GPU hosts: podman containers with systemd as PID 1.
 
 Subcommands:

@@ -5,6 +5,11 @@ ldconfig
 # The other user of the shared host, and the daemons' accounts.
 useradd --create-home --uid 1001 --shell /bin/bash researcher
 useradd --system --no-create-home --shell /usr/sbin/nologin nvidia-persistenced
+# The tools are Python files; these are their commands.
+printf '#!/bin/sh\nexec /usr/bin/python3 /usr/local/lib/gpusim/gpusim.py "$@"\n' \
+    > /usr/local/bin/gpusim
+printf '#!/bin/sh\nexec /usr/bin/python3 /usr/local/lib/gpusim/nvidia_smi.py "$@"\n' \
+    > /usr/bin/nvidia-smi
 chmod 0755 /usr/local/bin/gpusim /usr/bin/nvidia-smi
 systemctl enable gpusim-boot.service
 # Units a test host never needs; they only slow down boot.

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Read the simulated GPUs through the unmodified pynvml; print JSON.
 
 Runs on a simulated host. Starts its own holders (children of this
@@ -26,7 +25,7 @@ def wait_file(path, timeout=10):
 
 
 def start_holder(gpu, mib, token):
-    proc = subprocess.Popen(["/usr/bin/python3", "/usr/local/bin/gpusim", "_hold",
+    proc = subprocess.Popen(["/usr/bin/python3", "/usr/local/lib/gpusim/gpusim.py", "_hold",
                              "--gpu", str(gpu), "--mib", str(mib), "--ready", token])
     wait_file("/run/gpusim/ready/" + token)
     return proc

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Control the simulated GPUs of this host.
 
   gpusim hold --gpu 0,1 --mib 40960 [--title T] [--ignore-term]

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Stand-in nvidia-smi for simulated GPU hosts.
 
 Reads everything through NVML (the stand-in libnvidia-ml.so.1, via pynvml),
