@@ -281,6 +281,7 @@ holders:
       sample: false
     orphaned:
       description: Whether the parent is PID 1 or a systemd subreaper, as with workers that outlived their server.
+        Daemons that PID 1 started directly count as well; use RV(holders[].systemd_unit) to tell them apart.
       type: bool
       sample: true
   sample:
