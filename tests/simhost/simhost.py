@@ -110,7 +110,7 @@ def run(cmd, check=True, capture=False, env=None, **kwargs):
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
         kwargs.setdefault("universal_newlines", True)
-    proc = subprocess.run(cmd, env=env, **kwargs)
+    proc = subprocess.run(cmd, env=env, check=False, **kwargs)
     if check and proc.returncode != 0:
         detail = ""
         if capture:
@@ -245,7 +245,7 @@ def apt_mirror():
                 fields = {}
                 for line in stanza.splitlines():
                     if ":" in line and not line.startswith("#"):
-                        key, _, value = line.partition(":")
+                        key, dummy, value = line.partition(":")
                         fields[key.strip()] = value.strip()
                 if SUITE in fields.get("Suites", "").split() and \
                         "main" in fields.get("Components", "").split():
@@ -326,7 +326,7 @@ def ensure_base_image():
     log("debootstrap took %.0f s; importing" % (time.time() - started))
     tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."],
                            stdout=subprocess.PIPE)
-    imported = subprocess.run(["podman", "import", "--quiet", "-", tag],
+    imported = subprocess.run(["podman", "import", "--quiet", "-", tag], check=False,
                               stdin=tar.stdout, env=podman_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)
@@ -493,7 +493,7 @@ def cmd_down(args):
 def cmd_exec(args):
     name = container_name(args.name)
     flags = ["-i"] + (["-t"] if sys.stdin.isatty() and sys.stdout.isatty() else [])
-    proc = subprocess.run(["podman", "exec"] + flags + [name] + args.command,
+    proc = subprocess.run(["podman", "exec"] + flags + [name] + args.command, check=False,
                           env=podman_env())
     sys.exit(proc.returncode)
 

@@ -141,7 +141,7 @@ def main():
 
     # Cost of the calls the product polls.
     started = time.time()
-    for _ in range(50):
+    for dummy in range(50):
         pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
         pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
     out["poll_ms"] = round((time.time() - started) * 1000 / 50, 3)

@@ -60,7 +60,7 @@ def read_conf():
         with open(CONF) as handle:
             for line in handle:
                 if "=" in line and not line.startswith("#"):
-                    key, _, value = line.partition("=")
+                    key, dummy, value = line.partition("=")
                     conf[key.strip()] = value.strip()
     except OSError:
         pass
@@ -314,7 +314,7 @@ def demote(user):
 
 
 def random_hex(length):
-    return "".join(random.choice("0123456789abcdef") for _ in range(length))
+    return "".join(random.choice("0123456789abcdef") for dummy in range(length))
 
 
 def cgroup_placement(args):
@@ -502,7 +502,7 @@ def cmd_engine_core(args):
     for proc, token in workers:
         ready = wait_ready(token, [proc.pid], 30)
         if "error" in ready:
-            for other, _ in workers:
+            for other, dummy in workers:
                 try:
                     other.kill()
                 except OSError:
@@ -512,7 +512,7 @@ def cmd_engine_core(args):
         pids.append(proc.pid)
 
     def stop(_signum, _frame):
-        for proc, _ in workers:
+        for proc, dummy in workers:
             try:
                 proc.terminate()
             except OSError:
@@ -573,7 +573,7 @@ def cmd_boot(_args):
     try:
         with open("/proc/1/environ", "rb") as handle:
             for item in handle.read().split(b"\0"):
-                key, _, value = item.decode(errors="replace").partition("=")
+                key, dummy, value = item.decode(errors="replace").partition("=")
                 env[key] = value
     except OSError:
         pass
@@ -592,7 +592,7 @@ def cmd_clients(args):
     subprocess.run(["systemctl", args.action] + CLIENT_UNITS, check=True)
     states = {}
     for unit in CLIENT_UNITS:
-        proc = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit],
+        proc = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit], check=False,
                               stdout=subprocess.PIPE, universal_newlines=True)
         states[unit] = int(proc.stdout.strip() or 0)
     print(json.dumps({"units": states}, sort_keys=True))
@@ -630,7 +630,7 @@ def cmd_reset_state(_args):
                    stderr=subprocess.DEVNULL)
     killed = []
     for name in os.listdir(STARTED):
-        pid, _, start = name.partition("-")
+        pid, dummy, start = name.partition("-")
         try:
             if start_time(int(pid)) == int(start):
                 os.kill(int(pid), signal.SIGKILL)
