@@ -21,7 +21,7 @@ CPU_END = '<!-- cpu-results:end -->'
 GPU_BEGIN = '<!-- gpu-results:begin -->'
 GPU_END = '<!-- gpu-results:end -->'
 
-CPU_HEADER = ('| figure | ratio | ours median s | baseline median s | baseline | reps | spread (min-max s) | '
+CPU_HEADER = ('| figure | ratio | ours median s | baseline median s | baseline | reps | spread min-max s (ours / baseline) | '
               'overhead s | machine | date |\n'
               '|---|---|---|---|---|---|---|---|---|---|')
 GPU_HEADER = ('| date | machine | figure | ratio | ours median s | baseline median s | overhead s | '

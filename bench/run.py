@@ -1,0 +1,377 @@
+"""CPU-side benchmarks of gpuops.reclaim (``make bench``).
+
+    python3 bench/run.py [--only NAME,...] [--repetitions N] [--no-readme]
+
+Each figure is a ratio ours/baseline (lower is better) from one run of this
+script: the median of several repetitions of each side, run alternately, with
+the spread. Results go to bench/results/latest.json and to the table in
+bench/README.md.
+
+- ``discovery_vs_fuser_10k``: holder discovery (``_holders.discover``, the
+  modules' code) on 10,000 processes, 100 of them holding stand-in device
+  nodes, against ``fuser -v`` over the same nodes; in a private PID namespace
+  (bench/discovery.py).
+- ``reclaim_vs_raw_sim``: on a simulated host (tests/simhost), the
+  gpu_reclaim module's own elapsed time against the raw path (the same signals
+  to the same PIDs, NVML polled every 5 ms) on the same workload: two 40 GiB
+  workers (one ignoring SIGTERM) and an engine. ``overhead_s`` is the
+  difference of the medians.
+- ``role_noop_vs_one_task``: playbooks/reclaim.yml on a simulated host whose
+  GPUs are free, against a one-task playbook (nvidia-smi) on the same host;
+  wall time of ansible-playbook.
+- ``fleet_16_vs_1``: playbooks/reclaim.yml with forks equal to the host count
+  on 16 simulated hosts (two GPUs, two orphaned workers each) against 1 host;
+  4 hosts are recorded too.
+
+A figure whose prerequisites are missing (no simulated-host image, not root)
+is reported as skipped, with the reason, instead of failing the run.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import benchlib  # noqa: E402  pylint: disable=wrong-import-position
+
+SIMHOST = os.path.join(ROOT, 'tests', 'simhost', 'simhost')
+PODMAN = os.path.join(ROOT, 'tests', 'simhost', 'podman')
+PROBE = os.path.join(ROOT, 'tests', 'gpu', 'nvml_probe.py')
+CALLBACKS = os.path.join(ROOT, 'tests', 'gpu', 'callback_plugins')
+PLAYBOOK = os.path.join(ROOT, 'playbooks', 'reclaim.yml')
+ONE_TASK = os.path.join(HERE, 'playbooks', 'one_task.yml')
+BIN = os.path.dirname(sys.executable)
+NAMES = ('discovery_vs_fuser_10k', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task', 'fleet_16_vs_1')
+HOST_PREFIX = 'gpusim-bench-'
+GRACE_SECONDS = 2
+
+# One host of each figure, and the fleet's.
+RECLAIM_HOST = HOST_PREFIX + 'reclaim'
+NOOP_HOST = HOST_PREFIX + 'noop'
+FLEET_HOSTS = [HOST_PREFIX + 'fleet-%02d' % number for number in range(1, 17)]
+
+
+class Skip(Exception):
+    """A figure cannot be measured here; the message says why."""
+
+
+def log(text):
+    sys.stderr.write('bench: %s\n' % text)
+    sys.stderr.flush()
+
+
+def run(command, timeout=600, check=True, **kwargs):
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                          timeout=timeout, check=False, **kwargs)
+    if check and proc.returncode != 0:
+        raise RuntimeError('%s failed (status %d): %s' % (' '.join(command[:4]), proc.returncode,
+                                                          (proc.stderr or proc.stdout).strip()[-2000:]))
+    return proc
+
+
+def tool(name):
+    """A program of this Python's environment (the venv), else from PATH."""
+    candidate = os.path.join(BIN, name)
+    return candidate if os.access(candidate, os.X_OK) else (shutil.which(name) or name)
+
+
+# -- simulated hosts ----------------------------------------------------------------
+
+class Hosts:
+    """The simulated hosts this script starts, removed by exact name at the end."""
+
+    def __init__(self):
+        self.started = []
+
+    def require(self):
+        if not os.access(SIMHOST, os.X_OK):
+            raise Skip('tests/simhost/simhost is missing')
+        if not shutil.which('podman'):
+            raise Skip('podman is not installed: run make testbed (tests/simhost/simhost setup)')
+        status = run([SIMHOST, 'status'], check=False, timeout=120)
+        if '(built)' not in status.stdout:
+            raise Skip('the simulated-host image is not built: run make testbed (tests/simhost/simhost setup)')
+
+    def up(self, name, gpus=2):
+        run([SIMHOST, 'up', name, '--gpus', str(gpus), '--gpu-mib', '98304'], timeout=300)
+        if name not in self.started:
+            self.started.append(name)
+
+    def up_many(self, names, gpus=2):
+        for name in names:
+            self.up(name, gpus)
+
+    def down(self):
+        if self.started:
+            run([SIMHOST, 'down'] + self.started, check=False, timeout=300)
+            self.started = []
+
+    @staticmethod
+    def execute(name, *command, stdin=None, timeout=120):
+        return run([PODMAN, 'exec', '-i', name] + list(command), input=stdin, timeout=timeout)
+
+    def hold(self, name, gpu, mib, title, ignore_term=False):
+        command = ['gpusim', 'hold', '--gpu', str(gpu), '--mib', str(mib), '--title', title]
+        if ignore_term:
+            command.append('--ignore-term')
+        return json.loads(self.execute(name, *command).stdout.strip().splitlines()[-1])
+
+    def workload(self, name):
+        """Two orphaned 40 GiB workers (the second ignores SIGTERM) and an engine."""
+        return [self.hold(name, 0, 40960, 'VLLM::Worker_TP0'),
+                self.hold(name, 1, 40960, 'VLLM::Worker_TP1', ignore_term=True),
+                self.hold(name, 0, 512, 'VLLM::EngineCore')]
+
+    def reset(self, name):
+        self.execute(name, 'gpusim', 'reset-state')
+
+
+def inventory(path, names):
+    with open(path, 'w') as handle:
+        handle.write('[gpu_hosts]\n%s\n\n[gpu_hosts:vars]\n' % '\n'.join(names))
+        handle.write('ansible_connection=containers.podman.podman\n')
+        handle.write('ansible_python_interpreter=/usr/bin/python3\n')
+        handle.write('ansible_podman_executable=%s\n' % PODMAN)
+    return path
+
+
+def ansible_env(work, **extra):
+    env = dict(os.environ)
+    home = os.path.join(work, 'ansible-home')
+    env.update({
+        'ANSIBLE_COLLECTIONS_PATH': os.path.join(ROOT, 'build', 'collections'),
+        'ANSIBLE_HOME': home,
+        'ANSIBLE_LOCAL_TEMP': os.path.join(home, 'tmp'),
+        'ANSIBLE_PIPELINING': 'true',
+        'ANSIBLE_NOCOLOR': '1',
+        'ANSIBLE_FORCE_COLOR': '0',
+        'ANSIBLE_RETRY_FILES_ENABLED': 'false',
+        'ANSIBLE_HOST_KEY_CHECKING': 'false',
+        'LC_ALL': 'C.UTF-8',
+    })
+    env.update(extra)
+    return env
+
+
+def require_collection_tree():
+    podman_collection = os.path.join(ROOT, 'build', 'collections', 'ansible_collections', 'containers', 'podman')
+    ours = os.path.join(ROOT, 'build', 'collections', 'ansible_collections', 'gpuops', 'reclaim')
+    if not os.path.isdir(podman_collection):
+        raise Skip('containers.podman is not unpacked in build/collections: run make testbed')
+    if not os.path.exists(os.path.join(ours, 'galaxy.yml')):
+        raise Skip('build/collections has no gpuops.reclaim link: run make tree')
+
+
+def timed(command, env, log_path, timeout=900):
+    with open(log_path, 'ab') as out:
+        out.write(('\n$ %s\n' % ' '.join(command)).encode())
+        out.flush()
+        began = time.perf_counter()
+        proc = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        seconds = time.perf_counter() - began
+    if proc.returncode != 0:
+        raise RuntimeError('%s failed with status %d; see %s' % (os.path.basename(command[0]), proc.returncode, log_path))
+    return seconds
+
+
+# -- the figures -----------------------------------------------------------------------
+
+def bench_discovery(context):
+    if os.geteuid() != 0:
+        raise Skip('needs root (a private PID namespace and mknod)')
+    unshare = shutil.which('unshare')
+    if not unshare or not shutil.which('fuser'):
+        raise Skip('needs unshare (util-linux) and fuser (psmisc)')
+    proc = run([unshare, '--pid', '--fork', '--mount-proc', sys.executable, os.path.join(HERE, 'discovery.py'),
+                '--processes', '10000', '--holders', '100', '--repetitions', str(context.repetitions)], timeout=600)
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    if data['holders_found'] != {'ours': [100], 'fuser': [100]}:
+        raise RuntimeError('discovery found %s holders, expected 100 on both sides' % data['holders_found'])
+    return benchlib.entry(
+        'discovery_vs_fuser_10k', data['ours_s'], data['fuser_s'],
+        'fuser -v over the same device nodes (a command, exec included); ours is _holders.discover in-process',
+        context.machine, processes=data['visible_processes'], holders=data['holders'],
+        spawn_seconds=data['spawn_seconds'])
+
+
+def bench_reclaim(context):
+    context.hosts.require()
+    require_collection_tree()
+    host = RECLAIM_HOST
+    context.hosts.up(host)
+    inv = inventory(os.path.join(context.work, 'reclaim.ini'), [host])
+    with open(PROBE) as handle:
+        probe = handle.read()
+    ours, raw, task_seconds = [], [], []
+    for repetition in range(context.repetitions):
+        context.hosts.reset(host)
+        context.hosts.workload(host)
+        timing = os.path.join(context.work, 'reclaim-%d.jsonl' % repetition)
+        env = ansible_env(context.work, ANSIBLE_CALLBACK_PLUGINS=CALLBACKS, ANSIBLE_CALLBACKS_ENABLED='gpu_timing',
+                          ANSIBLE_LOAD_CALLBACK_PLUGINS='true', GPU_TIMING_FILE=timing)
+        timed([tool('ansible'), 'gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_reclaim', '-a',
+               json.dumps({'grace_seconds': GRACE_SECONDS, 'poll_interval': 0.005})],
+              env, os.path.join(context.work, 'reclaim.log'))
+        result, start, end = module_result(timing, 'gpuops.reclaim.gpu_reclaim')
+        if len(result.get('released', [])) != 3 or result.get('survivors'):
+            raise RuntimeError('gpu_reclaim released %d of 3 holders' % len(result.get('released', [])))
+        ours.append(result['elapsed_seconds'])
+        task_seconds.append(end - start)
+
+        context.hosts.reset(host)
+        held = context.hosts.workload(host)
+        arguments = ['python3', '-', 'raw', '--now', '--grace', str(GRACE_SECONDS), '--interval', '0.005']
+        for item in held:
+            arguments += ['--target', str(item['pid'])]
+        proc = Hosts.execute(host, *arguments, stdin=probe)
+        event = json.loads(proc.stdout.strip().splitlines()[-1])
+        if event.get('event') != 'free':
+            raise RuntimeError('the raw path did not free the GPUs: %s' % event)
+        raw.append(event['seconds'])
+    context.hosts.reset(host)
+    item = benchlib.entry('reclaim_vs_raw_sim', ours, raw,
+                          'raw path: the same signals to the same pids, NVML polled every 5 ms, no discovery',
+                          context.machine, ansible_task_median_s=benchlib.summary(task_seconds)[0])
+    item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
+    return item
+
+
+def module_result(path, action):
+    start = end = None
+    result = {}
+    with open(path) as handle:
+        for line in handle:
+            event = json.loads(line)
+            if event.get('action') != action:
+                continue
+            if event['event'] == 'runner_start':
+                start = event['time']
+            elif event['event'] in ('ok', 'failed'):
+                end = event['time']
+                result = event.get('result') or {}
+    if start is None or end is None:
+        raise RuntimeError('no result of %s in %s' % (action, path))
+    return result, start, end
+
+
+def bench_role_noop(context):
+    context.hosts.require()
+    require_collection_tree()
+    host = NOOP_HOST
+    context.hosts.up(host)
+    context.hosts.reset(host)
+    inv = inventory(os.path.join(context.work, 'noop.ini'), [host])
+    env = ansible_env(context.work)
+    log_path = os.path.join(context.work, 'noop.log')
+    ours, baseline = [], []
+    for dummy in range(context.repetitions):
+        ours.append(timed([tool('ansible-playbook'), '-i', inv, PLAYBOOK], env, log_path))
+        baseline.append(timed([tool('ansible-playbook'), '-i', inv, ONE_TASK], env, log_path))
+    return benchlib.entry('role_noop_vs_one_task', ours, baseline,
+                          'bench/playbooks/one_task.yml: one task running nvidia-smi on the same host',
+                          context.machine)
+
+
+def bench_fleet(context):
+    context.hosts.require()
+    require_collection_tree()
+    log('starting %d simulated hosts' % len(FLEET_HOSTS))
+    context.hosts.up_many(FLEET_HOSTS)
+    env = ansible_env(context.work)
+    log_path = os.path.join(context.work, 'fleet.log')
+    samples = {1: [], 4: [], 16: []}
+    repetitions = min(context.repetitions, 3)
+    for dummy in range(repetitions):
+        for count in (1, 4, 16):
+            names = FLEET_HOSTS[:count]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+                list(pool.map(lambda name: (context.hosts.reset(name), context.hosts.workload(name)), names))
+            inv = inventory(os.path.join(context.work, 'fleet-%d.ini' % count), names)
+            samples[count].append(timed([tool('ansible-playbook'), '-i', inv, '-f', str(count), PLAYBOOK,
+                                         '-e', 'gpu_reclaim_grace_seconds=%d' % GRACE_SECONDS], env, log_path))
+    for name in FLEET_HOSTS:
+        context.hosts.reset(name)
+    four = benchlib.summary(samples[4])
+    return benchlib.entry('fleet_16_vs_1', samples[16], samples[1],
+                          'the same playbook on 1 host; forks equal to the host count; each host has 2 GPUs '
+                          'and 2 orphaned workers (one ignoring SIGTERM)',
+                          context.machine, hosts_4_median_s=benchlib._round(four[0]),  # pylint: disable=protected-access
+                          hosts_4_samples_s=[benchlib._round(v) for v in samples[4]],  # pylint: disable=protected-access
+                          ratio_4_vs_1=round(four[0] / benchlib.summary(samples[1])[0], 4))
+
+
+FIGURES = {
+    'discovery_vs_fuser_10k': bench_discovery,
+    'reclaim_vs_raw_sim': bench_reclaim,
+    'role_noop_vs_one_task': bench_role_noop,
+    'fleet_16_vs_1': bench_fleet,
+}
+
+
+class Context:
+    def __init__(self, repetitions, work):
+        self.repetitions = repetitions
+        self.work = work
+        self.machine = benchlib.cpu_machine()
+        self.hosts = Hosts()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument('--only', help='comma-separated figure names (default: all)')
+    parser.add_argument('--repetitions', type=int, default=5)
+    parser.add_argument('--output', default=os.path.join(benchlib.RESULTS, 'latest.json'))
+    parser.add_argument('--no-readme', action='store_true')
+    parser.add_argument('--keep-hosts', action='store_true', help='leave the simulated hosts running')
+    args = parser.parse_args(argv)
+    names = [name.strip() for name in (args.only or ','.join(NAMES)).split(',') if name.strip()]
+    unknown = [name for name in names if name not in FIGURES]
+    if unknown:
+        parser.error('--only: unknown figure %s; choose from %s' % (', '.join(unknown), ', '.join(NAMES)))
+    work = tempfile.mkdtemp(prefix='bench-', dir=os.path.join(ROOT, 'build') if os.path.isdir(os.path.join(ROOT, 'build')) else None)
+    context = Context(args.repetitions, work)
+    results = []
+    failed = False
+    began = time.time()
+    try:
+        for name in names:
+            started = time.time()
+            log('%s ...' % name)
+            try:
+                item = FIGURES[name](context)
+            except Skip as exc:
+                log('%s skipped: %s' % (name, exc))
+                item = {'name': name, 'skipped': str(exc), 'machine': context.machine, 'date': benchlib.today()}
+            except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as exc:
+                log('%s failed: %s' % (name, exc))
+                item = {'name': name, 'skipped': 'failed: %s' % exc, 'machine': context.machine,
+                        'date': benchlib.today()}
+                failed = True
+            item['seconds'] = round(time.time() - started, 1)
+            results.append(item)
+            if 'ratio' in item:
+                log('%s: ratio %s (ours %s s, baseline %s s) in %.0f s' % (
+                    name, item['ratio'], item['ours_median_s'], item['baseline_median_s'], item['seconds']))
+    finally:
+        if not args.keep_hosts:
+            context.hosts.down()
+    data = {'results': results, 'machine': context.machine, 'date': benchlib.today(),
+            'started': benchlib.now_iso(), 'seconds': round(time.time() - began, 1), 'logs': work}
+    benchlib.write_json(args.output, data)
+    if not args.no_readme:
+        benchlib.replace_cpu_table(results)
+    log('wrote %s (%.0f s)' % (args.output, time.time() - began))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
