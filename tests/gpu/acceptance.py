@@ -316,6 +316,8 @@ class Harness:
                         ignore=lambda directory, names: [n for n in names if directory == ROOT and n in NOT_IN_TARBALL])
         dist = os.path.join(self.work, 'dist')
         self.collections = os.path.join(self.work, 'collections')
+        with open(os.path.join(self.work, 'ansible.cfg'), 'w') as handle:
+            handle.write('[defaults]\nretry_files_enabled = False\n')
         env = self.ansible_env()
         for command in (['ansible.cli.galaxy', 'collection', 'build', '--force', '--output-path', dist, source],):
             self.run_logged([self.python, '-m'] + command, env, 'galaxy-build')
@@ -331,8 +333,6 @@ class Harness:
         self.inventory = os.path.join(self.work, 'inventory.ini')
         with open(self.inventory, 'w') as handle:
             handle.write('localhost ansible_connection=local ansible_python_interpreter=%s\n' % self.python)
-        with open(os.path.join(self.work, 'ansible.cfg'), 'w') as handle:
-            handle.write('[defaults]\nretry_files_enabled = False\n')
         log('collection built (%s) and installed in %s' % (os.path.basename(self.tarball), self.collections))
 
     def ansible_env(self, **extra):
@@ -825,6 +825,10 @@ def parse_args(argv=None):
         raise SystemExit('tests/gpu/run: --paths: choose from %s; got: %s' % (', '.join(PATHS), ', '.join(unknown) or 'nothing'))
     if 'module' not in args.paths:
         raise SystemExit('tests/gpu/run: --paths must include module: every figure compares it with a baseline')
+    found = shutil.which(args.python)
+    if not found:
+        raise SystemExit('tests/gpu/run: --python: no interpreter %s' % args.python)
+    args.python = os.path.abspath(found)
     if args.repetitions < 1:
         raise SystemExit('tests/gpu/run: --repetitions must be at least 1; got: %d' % args.repetitions)
     if args.gib <= 0 or args.engine_gib <= 0 or args.grace < 0 or args.poll_interval <= 0:
