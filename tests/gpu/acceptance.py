@@ -139,10 +139,10 @@ def python_environment():
     """Versions of what the harness relies on, read in a child process."""
     code = ('import json, platform, sys\n'
             'out = {"python": platform.python_version()}\n'
-            'for name in ("torch", "psutil", "pynvml"):\n'
+            'from importlib import metadata\n'
+            'for name in ("torch", "psutil", "nvidia-ml-py"):\n'
             '    try:\n'
-            '        module = __import__(name)\n'
-            '        out[name] = getattr(module, "__version__", "present")\n'
+            '        out[name] = metadata.version(name)\n'
             '    except Exception as exc:\n'
             '        out[name] = "missing: %s" % exc\n'
             'try:\n'
@@ -503,6 +503,10 @@ class Harness:
             free = events.next(10)
         except HarnessError as exc:
             free = {'event': 'timeout', 'error': str(exc)}
+        watcher_status = watcher.poll()
+        after = self.probe('snapshot')
+        free_after = all(gpu['memory_used_mib'] <= self.args.threshold_mib and not gpu['pids']
+                         for gpu in after.get('gpus', []))
         killed, monitor_alive = self.outcome(records, monitor)
         timing = parse_timing(timing_file)
         report = None
@@ -514,8 +518,12 @@ class Harness:
         term_times = sorted(read_json(os.path.join(run_dir, 'term', name))['time']
                             for name in (os.listdir(os.path.join(run_dir, 'term'))
                                          if os.path.isdir(os.path.join(run_dir, 'term')) else []))
-        released = [item.get('pid') for item in module_result.get('released', []) if isinstance(item, dict)]
-        not_ours = [pid for pid in released if pid not in [r['pid'] for r in records.values()]]
+        released = [item for item in module_result.get('released', []) if isinstance(item, dict)]
+        workload = set(record['pid'] for record in records.values())
+        not_ours = ['%s (%s)' % (item.get('pid'), item.get('title')) for item in released
+                    if item.get('pid') not in self.owned.processes]
+        not_workload = ['%s (%s, kind %s)' % (item.get('pid'), item.get('title'), item.get('kind'))
+                        for item in released if item.get('pid') not in workload]
         run = {
             'repetition': repetition,
             'playbook_rc': proc.returncode,
@@ -526,24 +534,30 @@ class Harness:
             'time_to_free_s': _diff(free.get('time'), release_start) if free.get('event') == 'free' else None,
             'first_signal_after_task_start_s': _diff(term_times[0], release_start) if term_times else None,
             'watcher': free,
-            'free': free.get('event') == 'free',
+            'watcher_exit_status': watcher_status,
+            'free': free.get('event') == 'free' or free_after,
+            'free_after_playbook': free_after,
+            'gpus_after_playbook': after.get('gpus'),
             'killed': killed,
             'monitor_survived': monitor_alive,
             'protected_killed': 0 if monitor_alive else 1,
             'foreign_killed': len(gone),
             'foreign_disappeared': gone,
-            'released_pids': released,
+            'released': ['%s (%s)' % (item.get('pid'), item.get('title')) for item in released],
             'released_not_started_by_harness': not_ours,
+            'released_outside_workload': not_workload,
             'module_result': _trim(module_result),
             'role_report': _trim(report),
             'stage_seconds': (report or {}).get('stage_seconds'),
         }
         self.runs['module'].append(run)
         self.check('%s: playbook succeeded' % label, proc.returncode == 0, 'rc %d, log %s-playbook.log' % (proc.returncode, label))
-        self.check('%s: GPUs proven free' % label, run['free'], free)
+        self.check('%s: GPUs free after the playbook' % label, free_after, after.get('gpus'))
         self.check('%s: nv-hostengine survived' % label, monitor_alive, killed)
         self.check('%s: no process the harness did not start disappeared' % label, not gone, gone)
         self.check('%s: the module released only processes the harness started' % label, not not_ours, not_ours)
+        self.check('%s: the module released only the workload, no NVML-only client' % label,
+                   not not_workload, not_workload)
         self.check('%s: every workload process is gone' % label,
                    sorted(killed) == sorted(r['title'] for r in records.values()), killed)
         self.finish(label)
