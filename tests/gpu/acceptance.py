@@ -682,7 +682,7 @@ class Harness:
             log('CHECK FAILED: %s: %s' % (name, json.dumps(detail, default=str)[:1500]))
 
     def run(self):
-        order = [path for path in self.args.paths]
+        order = list(self.args.paths)
         deadline = self.started + self.args.deadline
         for repetition in range(self.args.repetitions):
             for path in order:
@@ -937,8 +937,8 @@ def main(argv=None):
                 ', overhead %s s' % item['overhead_s'] if 'overhead_s' in item else '',
                 item['protected_killed'], item['foreign_killed']))
         failed = [check['name'] for check in harness.checks if not check['ok']]
-        log('%s: %d checks, %d failed%s' % ('PASS' if ok else 'FAIL', len(harness.checks), len(failed),
-                                             (': ' + '; '.join(failed)) if failed else ''))
+        log('%s: %d checks, %d failed%s' % (
+            'PASS' if ok else 'FAIL', len(harness.checks), len(failed), (': ' + '; '.join(failed)) if failed else ''))
         status = 0 if ok else 1
     except HarnessError as exc:
         log('error: %s' % exc)

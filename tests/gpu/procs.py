@@ -57,7 +57,7 @@ def run_fuser(nodes, fuser=None, timeout=30):
         return [], '', 'fuser is not installed'
     try:
         proc = subprocess.run([fuser, '-v'] + list(nodes), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=timeout, env=dict(os.environ, LC_ALL='C'))
+                              universal_newlines=True, timeout=timeout, env=dict(os.environ, LC_ALL='C'), check=False)
     except subprocess.TimeoutExpired:
         return [], '', 'fuser did not finish within %d s' % timeout
     # fuser exits 1 when no process uses the files: not an error.

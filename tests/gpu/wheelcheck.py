@@ -17,7 +17,6 @@ import sys
 import zipfile
 
 try:
-    from packaging.markers import Marker  # noqa: F401
     from packaging.requirements import Requirement
     from packaging.version import Version
 except ImportError:  # pragma: no cover - depends on the machine
