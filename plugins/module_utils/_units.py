@@ -47,6 +47,19 @@ def list_units_command(pattern):
     return ['systemctl', 'list-units', '--all', '--plain', '--no-legend', '--full', '--', pattern]
 
 
+def list_unit_files_command(pattern):
+    """The argv that expands a unit name or glob to the installed unit files it matches.
+
+    A stopped unit may be unloaded, so list-units alone can miss it.
+    """
+    return ['systemctl', 'list-unit-files', '--no-legend', '--full', '--', pattern]
+
+
+def is_glob(pattern):
+    """Whether a unit pattern needs expanding."""
+    return any(char in pattern for char in '*?[')
+
+
 def parse_list_units(text):
     """Unit names from ``systemctl list-units --plain --no-legend`` output."""
     names = []
@@ -195,6 +208,6 @@ def summarize(records):
         return 'no serving unit to audit'
     if not flagged:
         return '%d unit(s) audited; a stop of each frees its GPUs' % len(records)
+    reasons = ['%s (%s)' % (record['unit'], record['findings'][0].split(':')[0]) for record in flagged]
     return '%d unit(s) audited; %d leave(s) GPU holders behind on stop: %s' % (
-        len(records), len(flagged), '; '.join('%s (%s)' % (record['unit'], record['findings'][0].split(':')[0])
-                                             for record in flagged))
+        len(records), len(flagged), '; '.join(reasons))

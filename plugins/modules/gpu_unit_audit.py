@@ -51,7 +51,8 @@ requirements:
   - psutil
   - systemd (C(systemctl)) on the managed host
 notes:
-  - Runs C(systemctl show) and C(systemctl list-units) with a C locale and a timeout.
+  - Runs C(systemctl show) and C(systemctl list-units) with a C locale, each bounded to 30 seconds by
+    coreutils' C(timeout) when it is installed.
 seealso:
   - module: gpuops.reclaim.nvidia_holders
   - role: gpuops.reclaim.gpu_reclaim
@@ -198,8 +199,12 @@ def parent_map():
 
 
 def systemctl(module, argv):
-    rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''},
-                                      timeout=SYSTEMCTL_TIMEOUT)
+    # systemctl can block on a busy or wedged PID 1; bound it with coreutils' timeout.
+    timeout = module.get_bin_path('timeout')
+    bounded = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv if timeout else argv
+    rc, out, err = module.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+    if timeout and rc in (124, 137):
+        module.fail_json(msg='%s did not answer within %d s' % (' '.join(argv), SYSTEMCTL_TIMEOUT), rc=rc)
     if rc != 0:
         module.fail_json(msg='%s failed (rc=%d): %s' % (' '.join(argv), rc, err.strip()), rc=rc, stderr=err)
     return out
@@ -233,7 +238,12 @@ def main():
 
     names = _units.units_of_holders(snapshot.holders)
     for pattern in module.params['units']:
-        matched = _units.parse_list_units(systemctl(module, _units.list_units_command(pattern)))
+        if _units.is_glob(pattern):
+            matched = _units.parse_list_units(
+                systemctl(module, _units.list_units_command(pattern))
+                + systemctl(module, _units.list_unit_files_command(pattern)))
+        else:
+            matched = [pattern]
         if not matched:
             module.warn('no loaded unit matches %s' % pattern)
         names.extend(name for name in matched if name not in names)

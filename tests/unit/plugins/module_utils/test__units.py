@@ -138,3 +138,19 @@ def test_summary_names_the_flagged_units():
     assert _units.summarize([clean]) == '1 unit(s) audited; a stop of each frees its GPUs'
     assert _units.summarize([clean, flagged]) == (
         '2 unit(s) audited; 1 leave(s) GPU holders behind on stop: b.service (KillMode=process)')
+
+
+@pytest.mark.parametrize('pattern, expected', [
+    ('vllm.service', False),
+    ('vllm-*.service', True),
+    ('vllm@?.service', True),
+    ('vllm@[0-3].service', True),
+])
+def test_is_glob(pattern, expected):
+    assert _units.is_glob(pattern) is expected
+
+
+def test_unit_file_listing_is_parsed_like_unit_listing():
+    text = 'vllm-a.service enabled enabled\nvllm-b.service disabled enabled\n'
+    assert _units.parse_list_units(text) == ['vllm-a.service', 'vllm-b.service']
+    assert _units.list_unit_files_command('vllm-*')[:2] == ['systemctl', 'list-unit-files']
