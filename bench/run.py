@@ -179,7 +179,8 @@ def timed(command, env, log_path, timeout=900):
         proc = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         seconds = time.perf_counter() - began
     if proc.returncode != 0:
-        raise RuntimeError('%s failed with status %d; see %s' % (os.path.basename(command[0]), proc.returncode, log_path))
+        raise RuntimeError('%s failed with status %d; see %s' % (os.path.basename(command[0]), proc.returncode,
+                                                               os.path.relpath(log_path, ROOT)))
     return seconds
 
 
@@ -365,7 +366,8 @@ def main(argv=None):
         if not args.keep_hosts:
             context.hosts.down()
     data = {'results': results, 'machine': context.machine, 'date': benchlib.today(),
-            'started': benchlib.now_iso(), 'seconds': round(time.time() - began, 1), 'logs': work}
+            'started': benchlib.now_iso(), 'seconds': round(time.time() - began, 1),
+            'logs': os.path.relpath(work, ROOT)}
     benchlib.write_json(args.output, data)
     if not args.no_readme:
         benchlib.replace_cpu_table(results)

@@ -751,6 +751,12 @@ def _trim(data, limit=20000):
     return {'truncated': True, 'keys': sorted(data) if isinstance(data, dict) else None}
 
 
+def scrub_paths(data, root=ROOT):
+    """The same data with this checkout's location written as ``<repo>``."""
+    text = json.dumps(data, default=str)
+    return json.loads(text.replace(json.dumps(root)[1:-1], '<repo>'))
+
+
 def module_seconds(result):
     """The module's own elapsed time, from its result."""
     for key in ('elapsed_seconds', 'seconds', 'total_seconds'):
@@ -917,7 +923,7 @@ def main(argv=None):
             'runs': harness.runs,
         }
         path = result_path(kind, date)
-        benchlib.write_json(path, data)
+        benchlib.write_json(path, scrub_paths(data))
         log('results written to %s' % path)
         if not args.no_readme and entries:
             benchlib.add_gpu_rows(entries, 'results/' + os.path.basename(path))

@@ -342,6 +342,12 @@ def test_entry_and_readme(tmp_path):
     assert text.startswith('# Benchmarks\n\nintro\n')
 
 
+def test_scrub_paths():
+    data = {'title': '/srv/x/repo/tests/gpu/nvml_probe.py watch', 'list': ['/srv/x/repo', 3], 'other': '/opt/python3'}
+    assert acceptance.scrub_paths(data, root='/srv/x/repo') == {
+        'title': '<repo>/tests/gpu/nvml_probe.py watch', 'list': ['<repo>', 3], 'other': '/opt/python3'}
+
+
 def test_result_path_never_overwrites(tmp_path, monkeypatch):
     monkeypatch.setattr(benchlib, 'RESULTS', str(tmp_path))
     first = acceptance.result_path('nvidia-h200', '2030-01-02')
