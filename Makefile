@@ -69,8 +69,13 @@ $(ANSIBLE_TEST_GET_PIP): scripts/get-pip-offline.py
 	mkdir -p $(dir $@)
 	cp $< $@
 
+# ansible-test's shellcheck test runs only where shellcheck is installed.
+.PHONY: shellcheck
+shellcheck:
+	command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
+
 .PHONY: sanity
-sanity: tree $(ANSIBLE_TEST_GET_PIP)
+sanity: tree shellcheck $(ANSIBLE_TEST_GET_PIP)
 	scripts/collection-tree --copy >/dev/null
 	cd $(TEST_TREE) && $(BIN)/ansible-test sanity --venv --python $(SANITY_PYTHON) --color no $(SANITY_ARGS)
 

@@ -21,7 +21,7 @@ description:
     A GPU holder started by the unit but living in another control group is out of reach of any stop.
   - Read-only. Nothing is signalled, stopped or changed.
 author:
-  - gpuops.reclaim maintainers
+  - gpuops.reclaim contributors (@gpuops)
 attributes:
   check_mode:
     support: full
@@ -55,8 +55,8 @@ notes:
     coreutils' C(timeout) when it is installed.
 seealso:
   - module: gpuops.reclaim.nvidia_holders
-  - role: gpuops.reclaim.gpu_reclaim
-    description: Its O(gpuops.reclaim.gpu_reclaim#role:main:gpu_reclaim_harden_units) variable fixes what this module flags.
+  - ref: gpuops.reclaim.gpu_reclaim
+    description: The role's C(gpu_reclaim_harden_units) variable installs a drop-in that fixes what this module flags.
 '''
 
 EXAMPLES = r'''
