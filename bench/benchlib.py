@@ -25,8 +25,8 @@ CPU_HEADER = ('| figure | ratio | ours median s | baseline median s | baseline |
               'overhead s | machine | date |\n'
               '|---|---|---|---|---|---|---|---|---|---|')
 GPU_HEADER = ('| date | machine | figure | ratio | ours median s | baseline median s | overhead s | '
-              'protected killed (ours/baseline) | foreign killed (ours/baseline) | reps | file |\n'
-              '|---|---|---|---|---|---|---|---|---|---|---|')
+              'protected killed (ours/baseline) | foreign killed (ours/baseline) | reps | checks | file |\n'
+              '|---|---|---|---|---|---|---|---|---|---|---|---|')
 
 
 def today():
@@ -140,14 +140,20 @@ def _pair(value):
     return _fmt(value)
 
 
-def gpu_rows(results, file_name):
+def checks_text(checks):
+    """``all 30 passed`` or ``6 of 30 failed`` for a GPU run's checks."""
+    failed = sum(1 for check in checks if not check.get('ok'))
+    return ('all %d passed' % len(checks)) if not failed else '%d of %d failed' % (failed, len(checks))
+
+
+def gpu_rows(results, file_name, checks='-'):
     rows = []
     for item in results:
-        rows.append('| %s | %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s |' % (
+        rows.append('| %s | %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
             item.get('date', '-'), item.get('machine', '-'), item['name'], _fmt(item.get('ratio')),
             _fmt(item.get('ours_median_s')), _fmt(item.get('baseline_median_s')), _fmt(item.get('overhead_s')),
             _pair(item.get('protected_killed')), _pair(item.get('foreign_killed')),
-            item.get('repetitions', '-'), file_name))
+            item.get('repetitions', '-'), checks, file_name))
     return rows
 
 
@@ -179,13 +185,13 @@ def replace_cpu_table(results, path=README):
     _write_readme(path, text)
 
 
-def add_gpu_rows(results, file_name, path=README):
+def add_gpu_rows(results, file_name, path=README, checks='-'):
     """Append one row per GPU figure to the table between the gpu-results markers.
 
     A file already in the table is not added twice.
     """
     text = _read_readme(path)
-    rows = gpu_rows(results, file_name)
+    rows = gpu_rows(results, file_name, checks)
     if GPU_BEGIN in text and GPU_END in text:
         head, rest = text.split(GPU_BEGIN, 1)
         body, tail = rest.split(GPU_END, 1)

@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import time
 
@@ -805,7 +806,7 @@ def record_result(path, readme=True):
     if os.path.abspath(path) != os.path.abspath(target):
         shutil.copyfile(path, target)
     if readme:
-        benchlib.add_gpu_rows(data['results'], 'results/' + name)
+        benchlib.add_gpu_rows(data['results'], 'results/' + name, checks=benchlib.checks_text(data.get('checks', [])))
     return target
 
 
@@ -925,18 +926,19 @@ def main(argv=None):
         path = result_path(kind, date)
         benchlib.write_json(path, scrub_paths(data))
         log('results written to %s' % path)
+        checks = benchlib.checks_text(harness.checks)
         if not args.no_readme and entries:
-            benchlib.add_gpu_rows(entries, 'results/' + os.path.basename(path))
+            benchlib.add_gpu_rows(entries, 'results/' + os.path.basename(path), checks=checks)
         if args.out:
+            # Three files: the results, their README rows, and the logs in one archive.
             os.makedirs(args.out, exist_ok=True)
             shutil.copy(path, os.path.join(args.out, os.path.basename(path)))
             with open(os.path.join(args.out, 'readme-rows.md'), 'w') as handle:
-                handle.write('\n'.join(benchlib.gpu_rows(entries, 'results/' + os.path.basename(path))) + '\n')
-            logs = os.path.join(args.out, 'gpu-acceptance-logs')
-            os.makedirs(logs, exist_ok=True)
-            for name in os.listdir(harness.work):
-                if name.endswith('.log'):
-                    shutil.copy(os.path.join(harness.work, name), logs)
+                handle.write('\n'.join(benchlib.gpu_rows(entries, 'results/' + os.path.basename(path), checks)) + '\n')
+            with tarfile.open(os.path.join(args.out, 'gpu-acceptance-logs.tar.gz'), 'w:gz') as archive:
+                for name in sorted(os.listdir(harness.work)):
+                    if name.endswith('.log'):
+                        archive.add(os.path.join(harness.work, name), arcname='gpu-acceptance-logs/' + name)
         for item in entries:
             log('%s: ratio %s, ours %s s, baseline %s s%s, protected killed %s, foreign killed %s' % (
                 item['name'], item['ratio'], item['ours_median_s'], item['baseline_median_s'],

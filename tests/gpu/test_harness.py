@@ -334,6 +334,8 @@ def test_entry_and_readme(tmp_path):
     text = readme.read_text()
     assert text.count('| 2030-01-02 | nvidia-h200: 1x | `gpu_reclaim_vs_raw` |') == 2
     assert text.count('| date | machine |') == 1
+    assert benchlib.checks_text([{'ok': True}, {'ok': False}]) == '1 of 2 failed'
+    assert benchlib.checks_text([{'ok': True}]) == 'all 1 passed'
     benchlib.replace_cpu_table([dict(item, name='reclaim_vs_raw_sim')], path=str(readme))
     benchlib.replace_cpu_table([{'name': 'fleet_16_vs_1', 'skipped': 'no simulated hosts'}], path=str(readme))
     text = readme.read_text()
