@@ -3,7 +3,7 @@ harness (tests/gpu): result entries, the JSON files, and the tables in
 bench/README.md.
 
 An entry is one figure: a ratio ours/baseline (lower is better) from the
-medians of several repetitions of each side, run in the same session.
+medians of several repetitions of each side, run in the same invocation.
 """
 
 import datetime

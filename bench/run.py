@@ -179,8 +179,8 @@ def timed(command, env, log_path, timeout=900):
         proc = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         seconds = time.perf_counter() - began
     if proc.returncode != 0:
-        raise RuntimeError('%s failed with status %d; see %s' % (os.path.basename(command[0]), proc.returncode,
-                                                               os.path.relpath(log_path, ROOT)))
+        raise RuntimeError('%s failed with status %d; see %s' % (
+            os.path.basename(command[0]), proc.returncode, os.path.relpath(log_path, ROOT)))
     return seconds
 
 
