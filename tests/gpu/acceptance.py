@@ -433,8 +433,15 @@ class Harness:
         return run_dir, records, monitor_record
 
     def check_held(self, what):
-        """NVML shows the workers' memory on every GPU (read in a child process)."""
+        """Right before a path acts: NVML shows the workers' memory on every GPU (read
+        in a child process), and no process the harness did not start holds a GPU,
+        since the module and the one-liner would signal it."""
         snapshot = self.probe('snapshot')
+        listing = procs.list_holders(snapshot, self.owned)
+        if listing['foreign']:
+            raise HarnessError('%s: process(es) that this harness did not start now hold a GPU: %s; stopping '
+                               'before anything is signalled' % (what, ', '.join(
+                                   '%d (%s)' % (r['pid'], r.get('name')) for r in listing['foreign'])))
         want = self.args.gib * 1024 * 0.9
         for gpu in snapshot.get('gpus', []):
             if gpu['memory_used_mib'] < want:

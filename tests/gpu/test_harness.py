@@ -377,3 +377,16 @@ def test_wheelcheck_reports_a_missing_dependency(tmp_path):
         'the wheel is resolvelib-2.0.0-py3-none-any.whl',
         'jinja2-3.1.6-py3-none-any.whl requires MarkupSafe>=2.0: no wheel for it',
     ]
+
+
+def test_check_held_stops_when_a_foreign_process_holds_a_gpu(monkeypatch):
+    harness = acceptance.Harness.__new__(acceptance.Harness)
+    harness.owned = procs.Owned()
+    harness.args = acceptance.parse_args(['--gib', '1'])
+    snapshot = {'available': True, 'gpus': [{'index': 0, 'memory_used_mib': 2048, 'pids': [os.getpid()]}]}
+    monkeypatch.setattr(harness, 'probe', lambda *args, **kwargs: snapshot)
+    with pytest.raises(acceptance.HarnessError) as caught:
+        harness.check_held('module-0')
+    assert 'did not start now hold a GPU: %d' % os.getpid() in str(caught.value)
+    harness.owned.add(os.getpid(), label='this test')
+    assert harness.check_held('module-0') == snapshot
