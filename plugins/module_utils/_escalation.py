@@ -35,6 +35,48 @@ the ``users`` filter, and either
   ``containers``; at least one of them given), or
 - has live children that are all targets (a plain respawning parent).
 
+Newcomers: a holder may answer SIGTERM by forking a new holder and exiting
+(the child is reparented to PID 1 or a subreaper, so its ancestry is lost),
+and a supervisor the plan does not know may restart one. During the waits,
+every process that newly holds a targeted GPU (a GPU one of the targets
+holds) is therefore examined once:
+
+- with NVML, a PID in a targeted GPU's process list that was no holder at
+  discovery; only such a PID's own ``/proc`` entries are read;
+- without NVML (or once NVML failed), a process with a targeted GPU's device
+  node open in a scan of every ``/proc/PID/fd``. Scans are spaced so that
+  they take at most ``PROC_SCAN_SHARE`` of the time, and the run may end
+  only after a scan that follows the last exit of a target.
+
+``newcomer_verdict`` judges it as discovery's holders are judged: the scope
+(kinds, ``users``, ``match``, ``systemd_units``, ``containers``,
+permission) and protection (protected executables, PID 1, kernel threads,
+the module and its ancestors). A newcomer that passes is adopted: it becomes
+a target with ``adopted: true`` in ``released`` or ``survivors``. One that
+does not is left alone, listed in ``protected`` or ``skipped`` with the
+reason, and its memory counts as its own.
+
+Where an adopted holder starts on the ladder (``adoption_start``): its origin
+is the target it descends from, or, when its ancestry is lost, the targets
+that hold the same GPUs. If an origin has already been sent a ladder signal
+(or skipped past one), the newcomer appeared after its workload was asked to
+stop: that is how a process that does not honour the request behaves, and
+grace given to it would only let it fork again, each generation with a new
+grace period. It therefore gets none: it starts at the freeze step (or the
+first SIGKILL step), where its tree is frozen and killed, and the polite
+steps it skipped are listed in its ``skipped_steps``. A newcomer whose
+origins were not signalled yet starts at the first step with the others.
+
+Bounds: at most ``MAX_NEWCOMERS`` newcomers are examined in one run; any
+later one is neither examined nor signalled, and is reported as a survivor,
+so that the run fails with the reason rather than chase a fork bomb. Every
+wait of an adopted holder ends at the latest ``ADOPTION_SLACK_SECONDS`` after
+the sum of the ladder's waits, so a release never runs longer than that
+(grace plus kill for the default ladder, plus the slack), whatever appears.
+A PID that NVML lists only after the loop ended (a child that claims memory
+after its parent's exit was already judged final) is not seen: the proof
+that follows the release catches it.
+
 This file imports nothing from Ansible.
 """
 
@@ -61,9 +103,26 @@ from ._identity import (
 )
 
 try:
-    from ._procfs import read_status, read_wchan, signal_mask, read_cmdline, read_cgroup
+    from ._procfs import (
+        DEV_DIR,
+        PROC_ROOT,
+        classify_device_path,
+        read_cgroup,
+        read_cmdline,
+        read_status,
+        read_wchan,
+        scan_device_holders,
+        signal_mask,
+    )
 except ImportError:  # pragma: no cover
     read_status = read_wchan = signal_mask = read_cmdline = read_cgroup = None
+    classify_device_path = scan_device_holders = None
+    DEV_DIR, PROC_ROOT = '/dev', '/proc'
+
+try:
+    from ._holders import protection as holder_protection
+except ImportError:  # pragma: no cover
+    holder_protection = None
 
 try:
     import psutil
@@ -79,6 +138,15 @@ MAX_POLL_INTERVAL = 5.0
 # A GPU counts as released when its used memory is within this much of what
 # the holders left alone account for.
 RELEASE_THRESHOLD_MIB = 64
+# Holders that appear during a release (see "Newcomers" above): at most this
+# many are examined, and so adopted, in one run.
+MAX_NEWCOMERS = 64
+# An adopted holder's waits end at the latest this long after the ladder of
+# the holders found at discovery would have ended.
+ADOPTION_SLACK_SECONDS = 0.5
+# Without NVML, newcomers are found by a scan of every /proc/PID/fd; scans
+# take at most about this share of the waiting time.
+PROC_SCAN_SHARE = 0.2
 
 FREEZE = 'freeze'
 KINDS = ('compute', 'client')
@@ -97,6 +165,9 @@ NEVER_SUPERVISORS = frozenset((
     'dockerd', 'docker', 'docker-init', 'podman', 'tini', 'dumb-init', 'catatonit',
     'kubelet', 'slurmstepd', 'slurmd', 'srun', 'nohup', 'setsid', 'timeout', 'ansible',
 ))
+
+UNEXAMINED_PREFIX = 'appeared during the release after '
+UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
 
 NEXT_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
 
@@ -346,11 +417,91 @@ def _permission_reason(record, scope):
     return None
 
 
+TARGET = 'target'
+PROTECTED = 'protected'
+SKIPPED = 'skipped'
+
+
+def holder_verdict(record, scope, own_pids=()):
+    """``(verdict, reason)`` for one holder record: what a release does with it.
+
+    ``verdict`` is ``target``, ``protected`` (never signalled: the module or
+    one of its ancestors, a record marked protected) or ``skipped`` (left
+    alone by the scope: out of the selected GPUs, kind, already exited, the
+    filters, permission), with ``reason`` None for a target. Pure.
+    ``plan_release`` judges the holders found at discovery with it (whose
+    records already say PID 1 and kernel threads are protected), and
+    ``newcomer_verdict`` every holder that appears during the release.
+    ``own_pids`` adds to ``scope.own_pids``.
+    """
+    pid = record.get('pid')
+    if record.get('is_self') or pid in scope.own_pids or pid in own_pids:
+        return PROTECTED, 'the module itself or one of its ancestors'
+    if record.get('protected'):
+        return PROTECTED, record.get('protected_reason') or 'protected'
+    gpus = set(record.get('gpus') or [])
+    if not gpus & set(scope.gpus):
+        reason = 'out of scope'
+    elif record.get('kind') not in scope.kinds:
+        reason = 'kind %s not selected' % record.get('kind')
+    elif record.get('state') in ('zombie', 'dead'):
+        reason = 'already exited'
+    else:
+        reason = filter_reason(record, scope) or _permission_reason(record, scope)
+    if reason:
+        return SKIPPED, reason
+    return TARGET, None
+
+
+def newcomer_verdict(record, scope, own_pids=()):
+    """``(verdict, reason)`` for a process that newly holds a targeted GPU during the release.
+
+    The same decision as for the holders found at discovery
+    (``holder_verdict``: scope, filters, protection, permission), plus what
+    discovery's protection says of every process and a late record may not
+    carry: PID 1 and kernel threads are never adopted. Pure.
+    """
+    pid = record.get('pid')
+    if not isinstance(pid, int) or pid <= 1:
+        return PROTECTED, 'pid 1'
+    if pid == 2 or record.get('ppid') == 2:
+        return PROTECTED, 'kernel thread'
+    return holder_verdict(record, scope, own_pids)
+
+
+def adoption_start(ladder, origins):
+    """Where a holder that appeared during the release starts on ``ladder``. Pure.
+
+    ``origins`` lists ``(position, signalled)`` for each of its origins (see
+    "Newcomers" above): the ladder position an origin is at, and whether a
+    step was already sent to it or skipped past. Returns ``(position,
+    skipped)``: the index of the step to start at, and the indices of the
+    signal steps it skips.
+
+    No origin signalled yet: the first step, as for everyone. Otherwise the
+    newcomer appeared after its workload was asked to stop, and it gets no
+    grace: it starts at the first freeze or SIGKILL step, or further if an
+    origin is further. A ladder without such a step starts it where its most
+    advanced origin is.
+    """
+    signalled = [position for position, sent in origins if sent]
+    if not signalled or not ladder:
+        return 0, []
+    position = max(signalled)
+    for index, step in enumerate(ladder):
+        if step['action'] == FREEZE or step['signum'] == signal.SIGKILL:
+            position = max(position, index)
+            break
+    position = min(position, len(ladder) - 1)
+    return position, [index for index in range(position) if ladder[index]['action'] != FREEZE]
+
+
 class Plan:
     """The outcome of ``plan_release``; every list holds plain dicts."""
 
-    def __init__(self, gpus):
+    def __init__(self, gpus, scope=None):
         self.gpus = list(gpus)
+        self.scope = scope     # the Scope it was planned for (holders that appear later obey it too)
         self.targets = []      # holder records (copies) to release
         self.protected = []    # summaries with ``reason``
         self.skipped = []      # summaries with ``reason``
@@ -378,28 +529,17 @@ def plan_release(holders, scope, processes=None):
     ``SharedHolderError`` when ``on_shared_holder`` is ``fail`` and a target
     holds GPUs outside the scope.
     """
-    plan = Plan(scope.gpus)
+    plan = Plan(scope.gpus, scope)
     selected = set(scope.gpus)
     holder_pids = set()
     for record in sorted(holders, key=lambda r: r['pid']):
         holder_pids.add(record['pid'])
         gpus = set(record.get('gpus') or [])
-        if record.get('is_self') or record['pid'] in scope.own_pids:
-            plan.protected.append(summarize(record, reason='the module itself or one of its ancestors'))
+        verdict, reason = holder_verdict(record, scope)
+        if verdict == PROTECTED:
+            plan.protected.append(summarize(record, reason=reason))
             continue
-        if record.get('protected'):
-            plan.protected.append(summarize(record, reason=record.get('protected_reason') or 'protected'))
-            continue
-        reason = None
-        if not gpus & selected:
-            reason = 'out of scope'
-        elif record.get('kind') not in scope.kinds:
-            reason = 'kind %s not selected' % record.get('kind')
-        elif record.get('state') in ('zombie', 'dead'):
-            reason = 'already exited'
-        else:
-            reason = filter_reason(record, scope) or _permission_reason(record, scope)
-        if reason:
+        if verdict == SKIPPED:
             plan.skipped.append(summarize(record, reason=reason))
             continue
         target = dict(record)
@@ -570,7 +710,40 @@ def parent_processes(holders, protection=None):
 # -- probing the live system -------------------------------------------------
 
 class ProcProber:
-    """What the loop asks of the live system; unit tests pass a fake."""
+    """What the loop asks of the live system; unit tests pass a fake.
+
+    ``proc_root`` and ``dev_dir`` serve ``device_holders`` (default: this
+    file's ``PROC_ROOT`` and ``DEV_DIR``, read when the prober is made, so
+    that tests can point them at stand-in device nodes); everything else
+    reads the live ``/proc``.
+    """
+
+    def __init__(self, proc_root=None, dev_dir=None):
+        self.proc_root = PROC_ROOT if proc_root is None else proc_root
+        self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
+
+    def device_holders(self):
+        """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
+
+        One pass over every ``/proc/PID/fd`` (``_procfs.scan_device_holders``);
+        ``minors`` are the ``/dev/nvidiaN`` numbers held, ``uvm`` whether
+        ``/dev/nvidia-uvm`` is held too.
+        """
+        holders = scan_device_holders(self.proc_root, self.dev_dir)[0]
+        found = {}
+        for pid, paths in holders.items():
+            minors, uvm = set(), False
+            for path in paths:
+                kind = classify_device_path(path, self.dev_dir)
+                if kind is None:
+                    continue
+                if kind[0] == 'gpu':
+                    minors.add(kind[1])
+                elif kind[0] == 'uvm':
+                    uvm = True
+            if minors:
+                found[pid] = {'minors': minors, 'uvm': uvm}
+        return found
 
     def status(self, ref):
         """``gone``, ``reused``, ``zombie``, or psutil's status of the live process."""
@@ -663,6 +836,20 @@ class _Target:
         self.killed = []     # descendant pids killed with the tree
         self.skipped_steps = []
         self.reason = None
+        self.limit = None    # seconds from the start that no wait may pass (adopted holders)
+
+    @property
+    def adopted(self):
+        return bool(self.record.get('adopted'))
+
+    @property
+    def signalled(self):
+        """Whether the ladder has started on it: a step was sent, or skipped past."""
+        return self.entered or self.position > 0 or self.frozen
+
+    def wait_until(self, now, seconds):
+        end = now + seconds
+        return end if self.limit is None else min(end, self.limit)
 
     @property
     def pid(self):
@@ -683,15 +870,33 @@ class Escalation:
     None; ``prober`` is a ``ProcProber``; ``signaller(ref, signum, describe)``
     returns an ``_identity`` outcome; ``clock()`` returns seconds and
     ``sleep(seconds)`` waits. All are injectable for tests.
+
+    Holders that appear during the release (see "Newcomers" above) are
+    judged against ``plan.scope``; ``protection(record)`` returns
+    ``(protected, reason)`` for one of them (the modules pass the same
+    protection as discovery, ``protect`` and ``unprotect`` included; the
+    default protects the default executables), ``own_pids`` are never
+    adopted (default: this process and its ancestors when ``prober`` is the
+    live one), ``minor_to_index`` maps ``/dev/nvidiaN`` numbers to GPU
+    indices for the ``/proc`` scan (default: the same number), and
+    ``max_newcomers`` bounds how many are examined.
     """
 
     def __init__(self, plan, ladder, nvml=None, prober=None, signaller=None, log=None,
                  clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
                  nvml_timeout=None, known_pids=(), baseline_mib=None,
-                 threshold_mib=RELEASE_THRESHOLD_MIB):
+                 threshold_mib=RELEASE_THRESHOLD_MIB, protection=None, own_pids=None,
+                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS):
         self.plan = plan
         self.ladder = ladder
         self.nvml = nvml
+        self.scope = getattr(plan, 'scope', None) or Scope(plan.gpus)
+        if own_pids is None:
+            own_pids = own_lineage() if prober is None else ()
+        self.own_pids = set(own_pids) | set(self.scope.own_pids)
+        self.protection = protection
+        self.minor_to_index = dict(minor_to_index) if minor_to_index is not None else None
+        self.max_newcomers = max_newcomers
         self.prober = prober or ProcProber()
         self.log = log
         if signaller is None:
@@ -714,6 +919,16 @@ class Escalation:
         self.nvml_ok = nvml is not None
         self._start = None
         self._steps = []
+        # Newcomers: pid -> reason left alone; pid -> GPU indices beyond the limit.
+        self.newcomers = 0
+        self.left_alone = {}
+        self.over_limit = {}
+        self.proc_view = {}      # index -> pids holding it, from the last /proc scan
+        self._scan_due = 0.0        # None once the /proc scan failed
+        self._scan_owed = False     # a target exited since the last /proc scan
+        self._exit_unobserved = False
+        # No adopted holder waits past this (seconds from the start).
+        self.adoption_limit = sum(step['wait'] for step in ladder) + ADOPTION_SLACK_SECONDS
 
     # -- helpers -----------------------------------------------------------
 
@@ -752,7 +967,7 @@ class Escalation:
         return total
 
     def _release(self, target, now, outcome):
-        target.budget_end = now + self._remaining_wait(target, now)
+        target.budget_end = target.wait_until(now, self._remaining_wait(target, now))
         if target.entered and target.position < len(self.ladder):
             self._step_log(target.position, now)
         target.outcome = RELEASED
@@ -890,12 +1105,13 @@ class Escalation:
                 return
             target.last_signal = step['signal']
             target.entered = True
-            target.deadline = now + step['wait']
+            target.deadline = target.wait_until(now, step['wait'])
 
     def _settle(self, target, outcome, now):
         """Handle a non-``sent`` outcome; True when the target left the ladder."""
         if outcome in (GONE, ZOMBIE, REUSED):
             self._release(target, now, 'exited' if outcome != ZOMBIE else ZOMBIE)
+            self._exit_unobserved = True
             return True
         if outcome == DENIED:
             target.outcome = REFUSED
@@ -907,11 +1123,13 @@ class Escalation:
     # -- observation -------------------------------------------------------
 
     def _observe(self, now):
+        exited, self._exit_unobserved = self._exit_unobserved, False
         for target in self.targets.values():
             if target.outcome not in (ACTIVE, SURVIVOR, REFUSED):
                 continue
             status = self.prober.status(target.ref)
             if status in (GONE, REUSED, ZOMBIE):
+                exited = True
                 if target.outcome == ACTIVE:
                     self._release(target, now, 'exited' if status != ZOMBIE else ZOMBIE)
                 else:
@@ -921,61 +1139,163 @@ class Escalation:
                     target.release_outcome = 'exited' if status != ZOMBIE else ZOMBIE
             else:
                 target.state = status
-        if not self.nvml_ok or not self.plan.gpus:
+        if not self.plan.gpus:
             return
-        try:
-            polled = self.nvml.poll(self.plan.gpus, self.nvml_timeout)
-        except Exception as exc:  # pylint: disable=broad-except
-            self.nvml_ok = False
-            self._warn('NVML polling stopped (%s); release is judged from /proc alone' % exc)
-            return
-        for index, reading in polled.items():
-            self.memory_after[index] = reading.get('memory_used_mib')
-            self.pids_after[index] = set(reading.get('pids') or ())
-            for pid in sorted(self.pids_after[index]):
-                if pid not in self.targets and pid not in self.known_pids:
-                    self._adopt(pid, index, now)
+        if self.nvml_ok:
+            try:
+                polled = self.nvml.poll(self.plan.gpus, self.nvml_timeout)
+            except Exception as exc:  # pylint: disable=broad-except
+                self.nvml_ok = False
+                self._warn('NVML polling stopped (%s); release is judged from /proc alone' % exc)
+            else:
+                for index, reading in polled.items():
+                    self.memory_after[index] = reading.get('memory_used_mib')
+                    self.pids_after[index] = set(reading.get('pids') or ())
+                self._newcomers_from_nvml(now)
+                return
+        self._scan_owed = self._scan_owed or exited
+        self._newcomers_from_proc(now)
 
-    def _adopt(self, pid, index, now):
-        """A new holder of a targeted GPU: a target if it descends from one."""
+    # -- newcomers ---------------------------------------------------------
+
+    def _targeted_gpus(self):
+        """GPUs of the scope that a target holds: where newcomers are looked for."""
+        held = set()
+        for target in self.targets.values():
+            held.update(target.record.get('gpus') or [])
+        return held & set(self.plan.gpus)
+
+    def _newcomers_from_nvml(self, now):
+        """NVML's lists first: only a PID nobody knows costs a look at ``/proc``."""
+        held = self._targeted_gpus()
+        for index in sorted(self.pids_after):
+            if index not in held:
+                continue
+            pids = self.pids_after[index]
+            for pid in sorted(pids - self.known_pids):
+                self._newcomer(pid, [index], 'compute', now)
+            for pid in pids:
+                self._also_holds(pid, index)
+
+    def _newcomers_from_proc(self, now):
+        """Without NVML: one scan of every ``/proc/PID/fd``, spaced by its own cost.
+
+        A scan is due once the last one is far enough behind, and at once when
+        a target exited since the last scan and none is left on the ladder:
+        the run may end only after that look at what the exits left behind.
+        """
+        scan = getattr(self.prober, 'device_holders', None)
+        if scan is None or self._scan_due is None:
+            self._scan_owed = False
+            return
+        last_look = self._scan_owed and not any(t.outcome == ACTIVE for t in self.targets.values())
+        if now < self._scan_due and not last_look:
+            return
+        self._scan_owed = False
+        started = self.clock()
+        try:
+            holders = scan()
+        except Exception as exc:  # pylint: disable=broad-except
+            self._warn('processes that newly hold the GPUs during the release cannot be seen (%s)' % exc)
+            self._scan_due = None
+            return
+        cost = self.clock() - started
+        self._scan_due = now + max(self.poll_interval, cost / PROC_SCAN_SHARE)
+        held = self._targeted_gpus()
+        view = {}
+        for pid in sorted(holders):
+            found = holders[pid]
+            indices = sorted(set(self._index_of(minor) for minor in found['minors']) & held)
+            if not indices:
+                continue
+            for index in indices:
+                view.setdefault(index, set()).add(pid)
+            if pid not in self.known_pids:
+                self._newcomer(pid, indices, 'compute' if found.get('uvm') else 'client', now)
+            for index in indices:
+                self._also_holds(pid, index)
+        self.proc_view = view
+
+    def _index_of(self, minor):
+        if self.minor_to_index is None:
+            return minor
+        return self.minor_to_index.get(minor, -1)
+
+    def _also_holds(self, pid, index):
+        """An adopted holder seen on one more GPU."""
+        target = self.targets.get(pid)
+        if target is not None and target.adopted and index not in target.record['gpus']:
+            target.record['gpus'] = sorted(target.record['gpus'] + [index])
+
+    def _newcomer(self, pid, indices, kind, now):
+        """Examine, once, a process that newly holds the targeted GPUs ``indices``."""
         self.known_pids.add(pid)
-        lineage = self.prober.ancestors(pid)
-        parent = None
-        for ancestor in lineage:
-            if ancestor in self.targets:
-                parent = self.targets[ancestor]
-                break
-            if any(ancestor in target.tree for target in self.targets.values()):
-                parent = next(t for t in self.targets.values() if ancestor in t.tree)
-                break
-            if any(ancestor == entry['pid'] for entry in self.supervisors):
-                parent = None
-                for target in self.targets.values():
-                    if target.record.get('ppid') == ancestor:
-                        parent = target
-                        break
-                break
-        if parent is None:
-            self._warn('GPU %d: pid %d appeared during the release and does not descend from a target; '
-                       'it was left alone' % (index, pid))
+        if self.newcomers >= self.max_newcomers:
+            self.over_limit[pid] = set(indices)
             return
+        self.newcomers += 1
         record = self.prober.describe(pid)
+        where = 'GPU %s' % ', '.join(str(i) for i in indices)
         if record is None:
+            self.left_alone[pid] = 'not visible'
+            self._warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '
+                       'runs in another PID namespace); it was left alone' % (where, pid))
             return
-        record['gpus'] = [index]
-        record['new'] = True
-        target = _Target(record, position=parent.position)
-        if parent.frozen or parent.outcome != ACTIVE:
-            # Its parent is past the polite steps: no grace for the newcomer.
-            target.position = max(parent.position, self._first_freeze())
+        record.update({'gpus': list(indices), 'kind': kind, 'adopted': True,
+                       'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in self.own_pids})
+        record['protected'], record['protected_reason'] = self._protection(record)
+        verdict, reason = newcomer_verdict(record, self.scope, self.own_pids)
+        if verdict != TARGET:
+            self.left_alone[pid] = reason
+            entry = summarize(record, reason='appeared during the release; %s' % reason)
+            listed = self.plan.protected if verdict == PROTECTED else self.plan.skipped
+            listed.append(entry)
+            listed.sort(key=lambda item: item['pid'])
+            self._warn('%s: pid %d (%s) appeared during the release and was left alone: %s'
+                       % (where, pid, record.get('title') or record.get('name'), reason))
+            return
+        origins = self._origins(pid, record)
+        position, skipped = adoption_start(self.ladder, [(o.position, o.signalled) for o in origins])
+        target = _Target(record, position=position)
+        target.limit = self.adoption_limit
+        why = 'appeared during the release, after pid %s was signalled' % ', '.join(
+            str(o.pid) for o in origins if o.signalled)
+        for index in skipped:
+            target.skipped_steps.append({'signal': self.ladder[index]['signal'], 'reason': why})
+            self._step_log(index, now, skipped={'pid': pid, 'reason': why})
         self.targets[pid] = target
         self.plan.targets.append(record)
+        if self.log is not None:
+            self.log('pid %d (%s) appeared on %s during the release (origin: pid %s); adopted at step %s' % (
+                pid, record.get('title') or record.get('name'), where,
+                ', '.join(str(o.pid) for o in origins) or 'none',
+                self.ladder[position]['name'] if position < len(self.ladder) else 'end'))
 
-    def _first_freeze(self):
-        for position, step in enumerate(self.ladder):
-            if step['action'] == FREEZE or step['signum'] == signal.SIGKILL:
-                return position
-        return len(self.ladder) - 1
+    def _protection(self, record):
+        if self.protection is not None:
+            return self.protection(record)
+        if holder_protection is None:  # pragma: no cover
+            return False, None
+        executable = os.path.basename(record.get('exe') or '') or record.get('name')
+        return holder_protection(record['pid'], executable, kernel_thread=record.get('ppid') == 2)
+
+    def _origins(self, pid, record):
+        """The targets a newcomer comes from: its ancestor, else the targets of its GPUs."""
+        for ancestor in self.prober.ancestors(pid):
+            if ancestor in self.targets:
+                return [self.targets[ancestor]]
+            for target in self.targets.values():
+                if ancestor in target.tree:
+                    return [target]
+            for entry in self.supervisors:
+                if entry['pid'] == ancestor:
+                    children = [self.targets[c] for c in entry['children'] if c in self.targets]
+                    if children:
+                        return children
+        # Ancestry lost (reparented to PID 1 or a subreaper): the GPUs tell.
+        gpus = set(record['gpus'])
+        return [target for target in self.targets.values()
+                if gpus & set(target.record.get('gpus') or []) and target.pid != pid]
 
     # -- decisions ---------------------------------------------------------
 
@@ -994,11 +1314,18 @@ class Escalation:
                 continue
             pids = self.pids_after.get(index, set())
             listed = sorted(pids & target_pids)
+            unexamined = sorted(pid for pid in pids if pid in self.over_limit)
             used = self.memory_after.get(index)
             limit = self.baseline_mib.get(index, 0) + self.threshold_mib
+            # Memory of a process left alone (unknown, or a newcomer out of
+            # scope or protected) is its own, not a stuck context.
+            others = (pids - self.known_pids) or (pids & set(self.left_alone))
             if listed:
                 result[index] = (False, 'pid %s still listed by NVML' % ', '.join(str(p) for p in listed))
-            elif used is not None and used > limit and not (pids - self.known_pids):
+            elif unexamined:
+                result[index] = (False, 'pid %s appeared during the release and was not examined'
+                                 % ', '.join(str(p) for p in unexamined))
+            elif used is not None and used > limit and not others:
                 result[index] = (False, '%d MiB used' % used)
             else:
                 result[index] = (True, None)
@@ -1006,6 +1333,9 @@ class Escalation:
 
     def _finished(self, now):
         if any(t.outcome == ACTIVE for t in self.targets.values()):
+            return False
+        if self._exit_unobserved or self._scan_owed:
+            # A target exited after the last look: one more look for what it left behind.
             return False
         if not self.nvml_ok:
             return True
@@ -1053,6 +1383,21 @@ class Escalation:
 
     # -- the result --------------------------------------------------------
 
+    def _unexamined(self):
+        """Survivor entries for newcomers beyond the limit that still hold a GPU."""
+        view = self.pids_after if self.nvml_ok else self.proc_view
+        holding = set()
+        for pids in view.values():
+            holding.update(pids)
+        pids = sorted(pid for pid in self.over_limit if pid in holding)
+        if len(pids) > self.max_newcomers:
+            self._warn('%d more processes appeared on the GPUs during the release and still hold them; '
+                       'they are not listed' % (len(pids) - self.max_newcomers))
+            pids = pids[:self.max_newcomers]
+        return [summarize({'pid': pid, 'gpus': sorted(self.over_limit[pid])}, state=None, wchan=None,
+                          last_signal=None, adopted=True, reason=UNEXAMINED % self.max_newcomers)
+                for pid in pids]
+
     def result(self, freeze_supervisors_done=0.0):
         elapsed = self._now()
         released, survivors = [], []
@@ -1068,6 +1413,7 @@ class Escalation:
                     shared=bool(record.get('shared')),
                     skipped_steps=target.skipped_steps,
                     descendants_killed=sorted(target.killed),
+                    adopted=target.adopted,
                 ))
             else:
                 survivors.append(summarize(
@@ -1076,7 +1422,9 @@ class Escalation:
                     wchan=self.prober.wchan(pid) if target.outcome == SURVIVOR else None,
                     last_signal=target.last_signal,
                     reason=target.reason or 'still alive after %s and its wait' % (target.last_signal or 'the ladder'),
+                    adopted=target.adopted,
                 ))
+        survivors.extend(self._unexamined())
         stuck = []
         gpus_state = self._gpus_released() if self.nvml_ok else {}
         alive_on = set()
@@ -1138,6 +1486,10 @@ def failure_lines(result, gpus=None):
             lines.append('pid %s (%s) on GPU %s: permission denied (user %s); run as root or as that user'
                          % (entry['pid'], entry['title'], indices, entry.get('user')))
             continue
+        if entry['reason'].startswith(UNEXAMINED_PREFIX):
+            lines.append('pid %s on GPU %s %s; next step: find what keeps starting holders (a supervisor '
+                         'or a service), stop it, and run again' % (entry['pid'], indices, entry['reason']))
+            continue
         lines.append('pid %s (%s) on GPU %s survived %s: state %s, wchan %s; next step: %s' % (
             entry['pid'], entry['title'], indices, entry.get('last_signal') or 'the ladder',
             entry.get('state') or 'unknown', entry.get('wchan') or 'unknown',
@@ -1186,7 +1538,8 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         released = []
         if check_mode:
             released = [summarize(record, last_signal=None, seconds_to_release=None, outcome='planned',
-                                  shared=bool(record.get('shared')), skipped_steps=[], descendants_killed=[])
+                                  shared=bool(record.get('shared')), skipped_steps=[], descendants_killed=[],
+                                  adopted=False)
                         for record in plan.targets]
         supervisors = [dict(entry, outcome='would be frozen and killed' if check_mode else 'left alone')
                        for entry in plan.supervisors]

@@ -33,6 +33,26 @@ description:
   - A signal goes only to the process that was discovered. Right before each signal the process's start time is
     compared with the one seen at discovery, through a pidfd where the kernel has one, so that a PID reused by
     another process is never hit.
+  - "Holders that appear during the release: a holder may answer SIGTERM by forking a new holder and exiting, so
+    that the new one is reparented to PID 1 and nothing ties it to the holder any more. While it waits, the module
+    therefore looks for processes that newly hold a GPU one of its targets holds: in NVML's process lists, reading
+    C(/proc) only for a PID it does not know, or, without NVML, in a scan of every C(/proc/PID/fd) (spaced so that
+    scans take at most a fifth of the time, and always one more after the last target exits). Each is judged
+    once, by the same scope and protection as the holders found at discovery (O(kinds), O(users), O(match),
+    O(systemd_units), O(containers), permission, O(protect) and O(unprotect), never PID 1, a kernel thread, or
+    the module and its ancestors). One that passes is adopted, walks the ladder on its own clock, and is returned in RV(released) or
+    RV(survivors) with C(adopted=true); one that does not is left alone, returned in RV(protected) or
+    RV(skipped) with a reason that starts with C(appeared during the release), and its memory counts as its own."
+  - "An adopted holder gets no grace when the holder it comes from (the target it descends from or, with its
+    ancestry lost, the targets of the same GPUs) was already sent a ladder signal: appearing after its workload was
+    asked to stop is how a process that does not honour the request behaves, and a grace period for each new
+    generation would let a fork-on-SIGTERM chain outlive every deadline. It starts at the freeze step and is
+    frozen and killed at once; the skipped steps are listed in its C(skipped_steps). One that appears before any
+    signal starts at the first step with the others."
+  - "Adoption is bounded: at most 64 new processes are examined in one run; a later one is neither examined nor
+    signalled, and is returned in RV(survivors), which fails the task. No wait of an adopted holder ends later
+    than 0.5 s after the sum of the ladder's waits, so the release takes at most O(grace_seconds) plus
+    O(kill_seconds) plus 0.5 s with the default ladder, whatever appears."
   - "Supervisors: the parent of a targeted holder is frozen before anything else is signalled, and killed with
     the holders, when it is not PID 1, a kernel thread, this module or an ancestor, protected, itself a holder, a
     shell, init system, session manager or container runtime, passes O(users), may be signalled by this user,
@@ -289,6 +309,11 @@ released:
       type: list
       elements: int
       sample: []
+    adopted:
+      description: Whether it was no holder at discovery but appeared during the release (for example forked by
+        a holder on SIGTERM) and was adopted. Its C(ppid) and C(state) are those seen when it appeared.
+      type: bool
+      sample: false
   sample:
     - pid: 233730
       ppid: 1
@@ -308,9 +333,11 @@ released:
       shared: false
       skipped_steps: []
       descendants_killed: []
+      adopted: false
 protected:
   description: Holders never signalled, with C(reason), ordered by PID. Same keys as RV(released) without
-    the release details.
+    the release details. A process that appeared during the release and is protected has a reason that starts
+    with C(appeared during the release).
   returned: always
   type: list
   elements: dict
@@ -324,7 +351,9 @@ protected:
 skipped:
   description: Holders left alone, with C(reason) such as V(out of scope), V(kind client not selected),
     V(user not selected), V(title does not match), V(systemd unit not selected), V(container not selected),
-    V(already exited) or V(permission denied (owned by user bob)).
+    V(already exited) or V(permission denied (owned by user bob)), ordered by PID. For a process that appeared
+    during the release the reason starts with C(appeared during the release), for example
+    V(appeared during the release; title does not match).
   returned: always
   type: list
   elements: dict
@@ -341,7 +370,9 @@ shared:
   sample: []
 survivors:
   description: Targeted holders still alive after the ladder, or that could not be signalled, with
-    C(state), C(wchan), C(last_signal) and C(reason).
+    C(state), C(wchan), C(last_signal), C(reason) and C(adopted) (see RV(released)). A process that appeared
+    during the release after the limit of 64 was reached has C(adopted=true), C(last_signal=null) and a reason
+    saying it was not signalled.
   returned: always
   type: list
   elements: dict
@@ -353,6 +384,7 @@ survivors:
       wchan: uvm_spin_loop
       last_signal: SIGKILL
       reason: still alive after SIGKILL and its wait
+      adopted: false
 stuck_gpus:
   description: Selected GPUs whose memory stayed used after every targeted holder was gone (a stuck context).
   returned: always
@@ -540,7 +572,10 @@ def main():
                 plan, ladder, nvml=session if view.available else None, log=module.log,
                 poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
                 known_pids=[h['pid'] for h in snapshot.holders],
-                baseline_mib=baseline_memory(snapshot.holders, plan))
+                baseline_mib=baseline_memory(snapshot.holders, plan),
+                protection=protected, own_pids=own,
+                minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
+                                    if gpu.get('minor') is not None))
             outcome = escalation.run()
             for warning in outcome['warnings']:
                 module.warn(warning)

@@ -23,6 +23,13 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
 
 
+@pytest.fixture(autouse=True)
+def private_dev(monkeypatch, fake_dev):
+    """No test scans the host's device nodes: holders outside the tests are never adopted."""
+    monkeypatch.setattr(esc, 'DEV_DIR', fake_dev)
+    return fake_dev
+
+
 def holder(pid, gpus=(0,), **extra):
     record = {
         'pid': pid, 'ppid': 1, 'user': 'root', 'uid': 0, 'name': 'python3',
@@ -218,6 +225,58 @@ def test_supervisor_that_is_a_holder_is_not_planned_twice():
     assert plan.supervisors == []
 
 
+# -- holders that appear during the release: the pure decisions ----------------
+
+@pytest.mark.parametrize('extra, scope, expected', [
+    ({}, {}, ('target', None)),
+    ({'pid': 1}, {}, ('protected', 'pid 1')),
+    ({'ppid': 2}, {}, ('protected', 'kernel thread')),
+    ({'pid': 4242}, {'own_pids': [4242]}, ('protected', 'the module itself or one of its ancestors')),
+    ({'is_self': True}, {}, ('protected', 'the module itself or one of its ancestors')),
+    ({'protected': True, 'protected_reason': 'default protected executable nv-hostengine'}, {},
+     ('protected', 'default protected executable nv-hostengine')),
+    ({'kind': 'client'}, {}, ('skipped', 'kind client not selected')),
+    ({'kind': 'client'}, {'kinds': ['compute', 'client']}, ('target', None)),
+    ({'state': 'zombie'}, {}, ('skipped', 'already exited')),
+    ({'user': 'alice', 'uid': 1000}, {'users': ['bob']}, ('skipped', 'user not selected')),
+    ({'title': 'python train.py'}, {'match': '^VLLM::'}, ('skipped', 'title does not match')),
+    ({'systemd_unit': 'train.service'}, {'systemd_units': ['vllm-*.service']},
+     ('skipped', 'systemd unit not selected')),
+    ({}, {'containers': ['docker']}, ('skipped', 'container not selected')),
+    ({'uid': 0, 'user': 'root'}, {'euid': 1000}, ('skipped', 'permission denied (owned by user root)')),
+    ({'gpus': [3]}, {}, ('skipped', 'out of scope')),
+])
+def test_newcomer_verdict_is_the_discovery_decision(extra, scope, expected):
+    record = holder(extra.pop('pid', 4242), **extra)
+    assert esc.newcomer_verdict(record, build_scope([0, 1], **scope)) == expected
+
+
+def test_newcomer_verdict_own_pids_argument():
+    assert esc.newcomer_verdict(holder(4242), build_scope([0]), own_pids={4242})[0] == 'protected'
+
+
+@pytest.mark.parametrize('ladder, origins, expected', [
+    # Nobody asked yet: the whole ladder, as the others.
+    (None, [(0, False)], (0, [])),
+    (None, [], (0, [])),
+    # The origin was sent SIGTERM (or skipped it): no grace, straight to the freeze.
+    (None, [(0, True)], (1, [0])),
+    (None, [(0, False), (1, True)], (1, [0])),
+    # The origin is further: start where it is.
+    (None, [(2, True)], (2, [0])),
+    # Several polite steps are all skipped; the freeze is not a signal step.
+    ([{'signal': 'SIGINT', 'wait': 3}, {'signal': 'SIGTERM', 'wait': 5}, {'action': 'freeze'},
+      {'signal': 'SIGKILL', 'wait': 5}], [(0, True)], (2, [0, 1])),
+    # A ladder without freeze or SIGKILL: where the most advanced origin is.
+    ([{'signal': 'SIGTERM', 'wait': 3}, {'signal': 'SIGINT', 'wait': 3}], [(0, True)], (0, [])),
+    ([{'signal': 'SIGTERM', 'wait': 3}, {'signal': 'SIGINT', 'wait': 3}], [(1, True)], (1, [0])),
+    # SIGKILL first: nothing to skip.
+    ([{'signal': 'SIGKILL', 'wait': 3}], [(0, True)], (0, [])),
+])
+def test_adoption_start(ladder, origins, expected):
+    assert esc.adoption_start(parse_ladder(ladder, 3, 5), origins) == expected
+
+
 # -- the loop, against a simulated world ---------------------------------------
 
 class World:
@@ -231,6 +290,7 @@ class World:
         self.sent = []
         self.stuck_memory = dict(stuck_memory or {})
         self.polls = 0
+        self.scans = 0
         self.events = []  # (time, callable)
 
     def add(self, record, ignores_term=False, unkillable=False, forks_on_term=None, zombie_on_exit=True,
@@ -323,8 +383,16 @@ class World:
         return chain
 
     def describe(self, pid):
-        record = holder(pid, ppid=self.procs[pid]['ppid'], create_time=self.procs[pid]['create_time'])
-        return record
+        proc = self.procs.get(pid)
+        if proc is None or proc['exited']:
+            return None
+        return dict(proc['record'], ppid=proc['ppid'], create_time=proc['create_time'], state=proc['state'])
+
+    # the /proc scan used without NVML
+    def device_holders(self):
+        self.scans += 1
+        return dict((pid, {'minors': set(proc['record'].get('gpus') or []), 'uvm': True})
+                    for pid, proc in self.procs.items() if not proc['exited'] and proc['record'].get('gpus'))
 
     # nvml
     def poll(self, indices, timeout=None):
@@ -344,13 +412,14 @@ class World:
         return result
 
 
-def run(world, holders, scope=None, ladder=None, processes=None, nvml=True, grace=10, kill=10, poll=0.02):
+def run(world, holders, scope=None, ladder=None, processes=None, nvml=True, grace=10, kill=10, poll=0.02,
+        **kwargs):
     scope = scope or build_scope([0, 1])
     plan = plan_release(holders, scope, processes=processes)
     escalation = Escalation(
         plan, parse_ladder(ladder, grace, kill), nvml=world if nvml else None, prober=world,
         signaller=world.signaller, clock=world.clock, sleep=world.sleep, poll_interval=poll,
-        known_pids=[h['pid'] for h in holders], baseline_mib=esc.baseline_memory(holders, plan))
+        known_pids=[h['pid'] for h in holders], baseline_mib=esc.baseline_memory(holders, plan), **kwargs)
     return plan, escalation.run()
 
 
@@ -527,6 +596,181 @@ def test_new_holder_forked_by_a_target_is_adopted():
     assert result['stuck_gpus'] == []
 
 
+def simulate_fork_then_exit(world, parent, child_pid, gpus=(0,)):
+    """On SIGTERM ``parent`` starts ``child_pid`` holding ``gpus`` and exits; the child is reparented to PID 1."""
+    def fork():
+        world.add(holder(child_pid, gpus=gpus, create_time=500.0 + child_pid), parent=1)
+        world.procs[parent]['exit_at'] = world.now
+    world.procs[parent]['forks_on_term'] = fork
+
+
+def test_fork_then_exit_child_is_adopted_without_grace():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10, gpus=[0]))
+    polite = world.add(holder(11, gpus=[1]))
+    simulate_fork_then_exit(world, 10, 55)
+    dummy, result = run(world, [target, polite], grace=3, kill=5)
+    assert world.procs[55]['ppid'] == 1  # its ancestry is lost
+    by_pid = dict((e['pid'], e) for e in result['released'])
+    assert sorted(by_pid) == [10, 11, 55]
+    assert by_pid[55]['adopted'] is True and by_pid[10]['adopted'] is False
+    # No grace for the newcomer: its origin was already sent SIGTERM.
+    assert [s[2] for s in world.sent if s[1] == 55] == ['SIGSTOP', 'SIGKILL']
+    assert by_pid[55]['last_signal'] == 'SIGKILL'
+    assert by_pid[55]['skipped_steps'] == [
+        {'signal': 'SIGTERM', 'reason': 'appeared during the release, after pid 10 was signalled'}]
+    assert result['steps'][0]['skipped'] == [
+        {'pid': 55, 'reason': 'appeared during the release, after pid 10 was signalled'}]
+    assert result['survivors'] == [] and result['stuck_gpus'] == []
+    # The polite holder's 0.3 s bound the run, not a grace period of the newcomer.
+    assert result['elapsed_seconds'] <= 0.3 + 0.05
+
+
+def test_fork_then_exit_chain_is_cut_at_the_first_generation():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10))
+    simulate_fork_then_exit(world, 10, 55)
+    # The child would fork again on SIGTERM, but gets none.
+    world.events.append((0.0, lambda: simulate_fork_then_exit(world, 55, 56)))
+    dummy, result = run(world, [target], grace=3, kill=5)
+    assert [e['pid'] for e in result['released']] == [10, 55]
+    assert 56 not in world.procs
+
+
+def test_newcomer_before_any_signal_gets_the_whole_ladder():
+    world = World(term_delay=0.2)
+    target = world.add(holder(10))
+    world.add(holder(55, create_time=555.0), parent=1)  # appeared between discovery and the release
+    dummy, result = run(world, [target], grace=3, kill=5)
+    assert (0.0, 55, 'SIGTERM') in world.sent and 'SIGKILL' not in [s[2] for s in world.sent]
+    entry = [e for e in result['released'] if e['pid'] == 55][0]
+    assert entry['adopted'] is True and entry['last_signal'] == 'SIGTERM' and entry['skipped_steps'] == []
+
+
+def test_newcomers_out_of_scope_or_protected_are_left_alone():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10))
+    other = holder(56, title='python train.py', create_time=556.0, gpu_memory_mib={'0': 4000})
+    monitor = holder(57, name='nv-hostengine', exe='/usr/bin/nv-hostengine', create_time=557.0,
+                     gpu_memory_mib={'0': 300})
+
+    def fork():
+        world.add(other, parent=1)
+        world.add(monitor, parent=1)
+    world.procs[10]['forks_on_term'] = fork
+    plan, result = run(world, [target], scope=build_scope([0, 1], match='^VLLM::'), grace=3, kill=5)
+    assert set(s[1] for s in world.sent) == set([10])
+    assert [e['pid'] for e in result['released']] == [10]
+    assert [(e['pid'], e['reason']) for e in plan.skipped] == [
+        (56, 'appeared during the release; title does not match')]
+    assert [(e['pid'], e['reason']) for e in plan.protected] == [
+        (57, 'appeared during the release; default protected executable nv-hostengine')]
+    # Their memory is theirs, not a stuck context; and nobody waited for it.
+    assert result['stuck_gpus'] == [] and result['elapsed_seconds'] <= 0.35
+    assert any('pid 56 (python train.py) appeared during the release and was left alone' in w
+               for w in result['warnings'])
+
+
+def test_protection_callable_decides_for_newcomers():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10))
+    simulate_fork_then_exit(world, 10, 55)
+    seen = []
+
+    def protection(record):
+        seen.append(record['pid'])
+        return True, 'user protected executable python3'
+    plan, result = run(world, [target], grace=3, kill=5, protection=protection)
+    assert seen == [55] and 55 not in [s[1] for s in world.sent]
+    assert plan.protected[0]['reason'] == 'appeared during the release; user protected executable python3'
+
+
+def test_newcomer_on_a_gpu_no_target_holds_is_ignored():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10, gpus=[0]))
+    simulate_fork_then_exit(world, 10, 55, gpus=[1])  # GPU 1 is selected but held by no target
+    dummy, result = run(world, [target], grace=3, kill=5)
+    assert [e['pid'] for e in result['released']] == [10]
+    assert 55 not in [s[1] for s in world.sent]
+
+
+def test_newcomers_are_bounded_and_the_deadline_holds():
+    world = World(term_delay=0.1)
+    target = world.add(holder(10))
+    spawned = []
+    real_sleep = world.sleep
+
+    def sleep(seconds):
+        # Something unseen starts a new holder of GPU 0 at every poll (a fork bomb).
+        pid = 1000 + len(spawned)
+        spawned.append(pid)
+        world.add(holder(pid, create_time=float(pid)), parent=1)
+        real_sleep(seconds)
+    world.sleep = sleep
+    dummy, result = run(world, [target], grace=1, kill=1, max_newcomers=5)
+    adopted = [e for e in result['released'] + result['survivors'] if e['adopted'] and e['last_signal']]
+    assert len(adopted) == 5
+    unexamined = [e for e in result['survivors'] if e['last_signal'] is None]
+    assert unexamined and all(e['adopted'] for e in unexamined)
+    assert unexamined[0]['reason'] == ('appeared during the release after 5 others had been examined (the '
+                                       'limit); not signalled')
+    assert len(set(s[1] for s in world.sent)) == 6
+    # grace + kill + the adoption slack, plus one poll at most
+    assert result['elapsed_seconds'] <= 1 + 1 + esc.ADOPTION_SLACK_SECONDS + 0.02 + 1e-6
+    lines = esc.failure_lines(result)
+    assert lines[0].startswith('pid %d on GPU 0 appeared during the release after 5 others' % unexamined[0]['pid'])
+    assert lines[0].endswith('next step: find what keeps starting holders (a supervisor or a service), stop it, '
+                             'and run again')
+
+
+def test_late_unkillable_newcomer_ends_within_the_deadline():
+    world = World(term_delay=100, kill_delay=0.95)  # the target dies at 2.95, after SIGKILL at 2
+    target = world.add(holder(10))
+    world.events.append((2.9, lambda: world.add(holder(55, create_time=555.0), parent=1, unkillable=True)))
+    dummy, result = run(world, [target], grace=2, kill=1)
+    survivor = [e for e in result['survivors'] if e['pid'] == 55][0]
+    assert survivor['adopted'] is True and survivor['state'] == 'disk-sleep'
+    assert survivor['last_signal'] == 'SIGKILL'
+    # Its kill wait is cut at grace + kill + slack, not 1 s after it appeared.
+    assert 2 + 1 + esc.ADOPTION_SLACK_SECONDS <= result['elapsed_seconds'] <= 2 + 1 + esc.ADOPTION_SLACK_SECONDS + 0.02
+
+
+def test_without_nvml_newcomers_come_from_the_proc_scan():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10, gpus=[0]))
+    polite = world.add(holder(11, gpus=[1]))
+    simulate_fork_then_exit(world, 10, 55)
+    dummy, result = run(world, [target, polite], nvml=False, grace=3, kill=5, poll=0.01)
+    by_pid = dict((e['pid'], e) for e in result['released'])
+    assert sorted(by_pid) == [10, 11, 55] and by_pid[55]['adopted'] is True
+    assert [s[2] for s in world.sent if s[1] == 55] == ['SIGSTOP', 'SIGKILL']
+    assert world.polls == 0 and world.scans >= 2
+
+
+def test_without_nvml_a_scan_follows_the_last_exit():
+    world = World(term_delay=0.0)
+    target = world.add(holder(10))
+    simulate_fork_then_exit(world, 10, 55)
+    dummy, result = run(world, [target], nvml=False, grace=3, kill=5, poll=0.01)
+    # The parent was the only target: its exit alone would have ended the run.
+    assert [e['pid'] for e in result['released']] == [10, 55]
+
+
+def test_without_nvml_proc_scans_are_spaced_by_their_cost():
+    world = World(term_delay=2.0)
+    target = world.add(holder(10))
+    scan = world.device_holders
+
+    def slow_scan():
+        world.now += 0.05  # a host with many processes
+        return scan()
+    world.device_holders = slow_scan
+    dummy, result = run(world, [target], nvml=False, grace=3, kill=5, poll=0.01)
+    assert [e['pid'] for e in result['released']] == [10]
+    # Every 0.05 / PROC_SCAN_SHARE = 0.25 s at most, plus the last look after the exit; not every 10 ms.
+    assert 2.0 / 0.3 <= world.scans <= 2.1 / 0.25 + 2
+
+
 def test_nvml_failure_falls_back_to_proc():
     world = World()
     holders = [world.add(holder(1))]
@@ -596,7 +840,17 @@ def spawned():
     yield spawn
     for proc in procs:
         if proc.poll() is None:
+            # Its children too (a respawner's worker), after it so that none is respawned.
+            try:
+                children = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                children = []
             proc.kill()
+            for child in children:
+                try:
+                    child.kill()
+                except psutil.NoSuchProcess:
+                    pass
         proc.wait()
 
 
@@ -683,3 +937,162 @@ def test_child_and_descendant_pids_follow_the_tree(spawned):
     info = esc.describe_process(supervisor.pid)
     assert info['children'] == [worker.pid] and info['ppid'] == os.getpid()
     assert esc.child_pids(2 ** 22 + 7) == []
+
+
+# -- a real holder that answers SIGTERM by forking a new holder and exiting ---------
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _nvml  # noqa: E402
+
+FORK_THEN_EXIT = r'''
+import os, signal, sys, time
+claims, generations = sys.argv[1], int(sys.argv[2])
+handles = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
+state = {'generation': 0}
+
+
+def claim():
+    with open(os.path.join(claims, str(os.getpid())), 'w') as handle:
+        handle.write('20480\n')
+
+
+def on_term(signum, frame):
+    if state['generation'] < generations and os.fork() == 0:
+        # The new holder: same open device nodes, its own claim, ppid soon 1.
+        state['generation'] += 1
+        claim()
+        return
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, on_term)
+claim()
+sys.stdout.write('ready\n')
+sys.stdout.flush()
+while True:
+    time.sleep(0.01)
+'''
+
+
+def claimed(claims):
+    """PIDs with a claim that are alive and not zombies: what the stand-in NVML lists."""
+    pids = []
+    for name in os.listdir(claims):
+        try:
+            if psutil.Process(int(name)).status() != psutil.STATUS_ZOMBIE:
+                pids.append(int(name))
+        except psutil.NoSuchProcess:
+            continue
+    return sorted(pids)
+
+
+class ClaimedProcesses:
+    """``FakeNvml.processes`` read live: GPU 0's compute list is the claimed PIDs."""
+
+    def __init__(self, claims):
+        self.claims = claims
+
+    def get(self, key, default=None):
+        if key == (0, 'compute'):
+            return [(pid, 20480) for pid in claimed(self.claims)]
+        return default if default is not None else []
+
+
+class ClaimedGpu(dict):
+    """A FakeNvml GPU whose used memory is that of its live claims."""
+
+    def __init__(self, gpu, claims):
+        dict.__init__(self, gpu)
+        self.claims = claims
+
+    def get(self, key, default=None):
+        if key == 'used_mib':
+            return 20480 * len(claimed(self.claims))
+        return dict.get(self, key, default)
+
+
+@pytest.fixture
+def fork_then_exit(tmp_path, fake_dev):
+    """Start a holder of GPU 0 that forks on SIGTERM; every generation is killed afterwards."""
+    claims = str(tmp_path / 'claims')
+    os.mkdir(claims)
+    started = []
+
+    def start(generations=3):
+        proc = subprocess.Popen([sys.executable, '-c', FORK_THEN_EXIT, claims, str(generations),
+                                 os.path.join(fake_dev, 'nvidia0'), os.path.join(fake_dev, 'nvidia-uvm')],
+                                stdout=subprocess.PIPE)
+        started.append(proc)
+        assert proc.stdout.readline() == b'ready\n'
+        return proc, claims
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    for name in os.listdir(claims):  # the generations this test started, by their claims
+        try:
+            child = psutil.Process(int(name))
+            if claims in ' '.join(child.cmdline()):
+                child.kill()
+        except psutil.Error:
+            continue
+
+
+def fork_run(holders, nvml=None):
+    scope = build_scope([0], own_pids=esc.own_lineage())
+    plan = plan_release(holders, scope, processes=esc.parent_processes(holders))
+    lines = []
+    escalation = Escalation(plan, parse_ladder(None, 5, 5), nvml=nvml, log=lines.append, poll_interval=0.02,
+                            known_pids=[h['pid'] for h in holders], baseline_mib=esc.baseline_memory(holders, plan))
+    started = time.monotonic()
+    result = escalation.run()
+    return result, lines, time.monotonic() - started
+
+
+def check_fork_then_exit(parent, claims, result, lines, seconds):
+    assert parent.wait(2) == 0  # it exited by itself, after forking
+    generations = [int(name) for name in os.listdir(claims) if int(name) != parent.pid]
+    assert len(generations) == 1, 'the new holder gets no SIGTERM, so it never forks again'
+    child = generations[0]
+    by_pid = dict((e['pid'], e) for e in result['released'])
+    assert sorted(by_pid) == sorted([parent.pid, child]), result
+    assert by_pid[parent.pid]['last_signal'] == 'SIGTERM' and by_pid[parent.pid]['adopted'] is False
+    assert by_pid[child]['adopted'] is True
+    assert by_pid[child]['ppid'] != parent.pid  # reparented: its ancestry is lost
+    assert by_pid[child]['last_signal'] == 'SIGKILL'
+    assert [step['signal'] for step in by_pid[child]['skipped_steps']] == ['SIGTERM']
+    assert result['survivors'] == [] and result['stuck_gpus'] == []
+    assert seconds < 1.0, 'no grace spent on the new holder'
+    wait_for(lambda: not alive(child))
+    assert [line for line in lines if line.startswith('pid %d (' % child) and 'during the release' in line]
+    assert 'sent SIGKILL to pid %d' % child in '\n'.join(lines)
+
+
+def test_real_fork_then_exit_child_is_adopted_through_nvml(fork_then_exit, fake_nvml_factory):
+    parent, claims = fork_then_exit()
+    fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(1))
+    fake.processes = ClaimedProcesses(claims)
+    fake.gpus[0] = ClaimedGpu(fake.gpus[0], claims)
+    session = _nvml.NvmlSession(timeout=5, nvml_module=fake)
+    try:
+        assert session.poll([0])[0] == {'memory_used_mib': 20480, 'pids': set([parent.pid])}
+        result, lines, seconds = fork_run([real_holder(parent.pid)], nvml=session)
+    finally:
+        session.close()
+    assert result['nvml_used'] is True and result['memory_after'] == {0: 0}
+    check_fork_then_exit(parent, claims, result, lines, seconds)
+
+
+def test_real_fork_then_exit_child_is_adopted_through_the_proc_scan(fork_then_exit):
+    parent, claims = fork_then_exit()
+    result, lines, seconds = fork_run([real_holder(parent.pid)], nvml=None)
+    assert result['nvml_used'] is False
+    check_fork_then_exit(parent, claims, result, lines, seconds)
+
+
+def test_real_proc_scan_sees_only_the_given_device_nodes(spawn_holder, fake_dev):
+    child = spawn_holder([os.path.join(fake_dev, 'nvidia2'), os.path.join(fake_dev, 'nvidia-uvm')])
+    found = esc.ProcProber().device_holders()
+    assert found[child.pid] == {'minors': set([2]), 'uvm': True}

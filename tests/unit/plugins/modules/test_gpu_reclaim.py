@@ -11,8 +11,11 @@ import functools
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
+import psutil
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
@@ -48,6 +51,8 @@ def fake_dev_discovery(monkeypatch, fake_dev):
     """Every test looks at stand-in device nodes only, never at the host's."""
     monkeypatch.setattr(gpu_reclaim, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
     monkeypatch.setattr(gpu_reclaim, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
+    # The release's own /proc scan for holders that appear while it waits, too.
+    monkeypatch.setattr(_escalation, 'DEV_DIR', fake_dev)
     return fake_dev
 
 
@@ -195,3 +200,69 @@ def test_stuck_context_is_reported_within_the_ladder(capsys, stuck_gpu0, fake_de
                         'targeted holder is gone (stuck context); next step: a GPU reset (gpu_reclaim_allow_reset '
                         'in the role, or nvidia-smi --gpu-reset -i 0) or a reboot')
     assert bool(result.get('failed')) is fail_on_survivors
+
+
+FORK_THEN_EXIT = r'''
+import os, signal, sys, time
+pids = sys.argv[1]
+handles = [os.open(path, os.O_RDONLY) for path in sys.argv[2:]]
+
+
+def on_term(signum, frame):
+    if os.fork() == 0:
+        # The new holder keeps the device nodes; its parent exits, so it is reparented.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with open(os.path.join(pids, str(os.getpid())), 'w'):
+            pass
+        return
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, on_term)
+sys.stdout.write('ready\n')
+sys.stdout.flush()
+while True:
+    time.sleep(0.01)
+'''
+
+
+@pytest.fixture
+def fork_then_exit_holder(tmp_path, fake_dev_discovery):
+    """A holder of GPU 0 that answers SIGTERM by forking a new holder and exiting; both are killed afterwards."""
+    pids = str(tmp_path / 'pids')
+    os.mkdir(pids)
+    proc = subprocess.Popen([sys.executable, '-c', FORK_THEN_EXIT, pids,
+                             os.path.join(fake_dev_discovery, 'nvidia0'),
+                             os.path.join(fake_dev_discovery, 'nvidia-uvm')], stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b'ready\n'
+    yield proc, pids
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    for name in os.listdir(pids):
+        try:
+            child = psutil.Process(int(name))
+            if pids in ' '.join(child.cmdline()):
+                child.kill()
+        except psutil.Error:
+            continue
+
+
+def test_holder_forked_on_sigterm_is_adopted(capsys, no_library, fork_then_exit_holder, spawn_holder,
+                                             fake_dev_discovery, signals):
+    parent, pids = fork_then_exit_holder
+    monitor = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0')], comm='nv-hostengine')
+    started = time.monotonic()
+    result = run_module(capsys, {'gpus': ['0'], 'grace_seconds': 5, 'kill_seconds': 5})
+    assert time.monotonic() - started < 3, 'no grace for the new holder'
+    assert 'failed' not in result, result['msg']
+    assert parent.wait(2) == 0
+    child = int(os.listdir(pids)[0])
+    by_pid = dict((e['pid'], e) for e in result['released'])
+    assert sorted(by_pid) == sorted([parent.pid, child])
+    assert by_pid[child]['adopted'] is True and by_pid[parent.pid]['adopted'] is False
+    assert by_pid[child]['last_signal'] == 'SIGKILL'
+    assert (child, 'SIGTERM', 'sent') not in signals and (child, 'SIGKILL', 'sent') in signals
+    assert monitor.poll() is None
+    assert result['msg'].startswith('released 2 holders of GPU 0 in ')
