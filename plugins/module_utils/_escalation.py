@@ -1555,7 +1555,8 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         'changed': changed,
         'released': outcome['released'],
         'protected': plan.protected,
-        'skipped': plan.skipped,
+        # Not 'skipped': Ansible reads a true 'skipped' key as 'the task was skipped'.
+        'skipped_holders': plan.skipped,
         'shared': [entry['pid'] for entry in plan.shared],
         'survivors': outcome['survivors'],
         'stuck_gpus': outcome['stuck_gpus'],

@@ -42,7 +42,7 @@ description:
     O(systemd_units), O(containers), permission, O(protect) and O(unprotect), never PID 1, a kernel thread, or
     the module and its ancestors). One that passes is adopted, walks the ladder on its own clock, and is returned in RV(released) or
     RV(survivors) with C(adopted=true); one that does not is left alone, returned in RV(protected) or
-    RV(skipped) with a reason that starts with C(appeared during the release), and its memory counts as its own."
+    RV(skipped_holders) with a reason that starts with C(appeared during the release), and its memory counts as its own."
   - "An adopted holder gets no grace when the holder it comes from (the target it descends from or, with its
     ancestry lost, the targets of the same GPUs) was already sent a ladder signal: appearing after its workload was
     asked to stop is how a process that does not honour the request behaves, and a grace period for each new
@@ -171,7 +171,7 @@ requirements:
   - psutil >= 5.8 on the managed host
   - Linux 5.3 and Python 3.9 for pidfd signalling; older systems fall back to kill() right after the identity check
 notes:
-  - As a user other than root, holders of other users are listed in RV(skipped) with the reason
+  - As a user other than root, holders of other users are listed in RV(skipped_holders) with the reason
     C(permission denied) and never signalled.
   - Memory comes back long before a killed process disappears, since an orphan stays a zombie until its parent
     reaps it. A zombie counts as released.
@@ -348,7 +348,7 @@ protected:
       gpus: [0, 1]
       kind: client
       reason: default protected executable nv-hostengine
-skipped:
+skipped_holders:
   description: Holders left alone, with C(reason) such as V(out of scope), V(kind client not selected),
     V(user not selected), V(title does not match), V(systemd unit not selected), V(container not selected),
     V(already exited) or V(permission denied (owned by user bob)), ordered by PID. For a process that appeared
