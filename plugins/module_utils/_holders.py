@@ -98,10 +98,16 @@ class Snapshot:
         self.vanished = vanished
 
     def summary(self):
-        """``8 GPUs, 9 holders (8 compute, 1 client), 768 GiB held``."""
+        """``8 GPUs, 9 holders (8 compute, 1 client), 768 GiB held``.
+
+        The memory is what the holders hold on the selected GPUs: a holder in
+        scope may hold memory on other GPUs too, which is not counted here.
+        """
         compute = sum(1 for holder in self.holders if holder['kind'] == 'compute')
         client = len(self.holders) - compute
-        memory_mib = sum(holder['memory_mib'] for holder in self.holders)
+        selected = set(str(gpu['index']) for gpu in self.gpus)
+        memory_mib = sum(mib or 0 for holder in self.holders
+                         for index, mib in holder['gpu_memory_mib'].items() if index in selected)
         return '%s, %s (%d compute, %d client), %s held' % (
             _plural(len(self.gpus), 'GPU'), _plural(len(self.holders), 'holder'),
             compute, client, format_mib(memory_mib))
@@ -164,9 +170,17 @@ def protection(pid, executable, kernel_thread=False, is_self=False, protect=(), 
     return False, None
 
 
-def classify_kind(nvml_types, memory_mib, holds_uvm):
-    """``compute`` for a process with a GPU context, memory or nvidia-uvm; else ``client``."""
-    if nvml_types or memory_mib or holds_uvm:
+def classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available=False):
+    """``compute`` for a process with a GPU context or memory; else ``client``.
+
+    With NVML, a context shows in NVML's process lists: that alone decides.
+    Holding ``/dev/nvidia-uvm`` is no proof of one, since current drivers
+    open it for a process that only initialised NVML (a monitor such as
+    nv-hostengine, or this module). It is used only when NVML cannot be read.
+    """
+    if nvml_types or memory_mib:
+        return 'compute'
+    if holds_uvm and not nvml_available:
         return 'compute'
     return 'client'
 
@@ -230,7 +244,7 @@ def _dev_minors(dev_dir):
 
 
 def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
-                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR):
+                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False):
     """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
 
     ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
@@ -298,7 +312,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'memory_mib': memory_mib,
         'nvml_types': sorted(nvml_types),
         'device_paths': sorted(device_paths),
-        'kind': classify_kind(nvml_types, memory_mib, holds_uvm),
+        'kind': classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available),
         'systemd_unit': cgroup['systemd_unit'],
         'container': cgroup['container'],
         'protected': protected,
@@ -412,7 +426,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     for pid in sorted(candidates):
         try:
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
-                                  gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir)
+                                  gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
+                                  nvml_available=bool(nvml_view is not None and nvml_view.available))
         except PermissionError:
             unreadable.add(pid)
             continue

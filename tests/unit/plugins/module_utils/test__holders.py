@@ -60,15 +60,19 @@ def test_protection(pid, executable, kernel_thread, is_self, protect, unprotect,
     assert _holders.protection(pid, executable, kernel_thread, is_self, protect, unprotect) == expected
 
 
-@pytest.mark.parametrize('nvml_types, memory_mib, holds_uvm, kind', [
-    ({'compute'}, 0, False, 'compute'),
-    ({'graphics'}, 0, False, 'compute'),
-    (set(), 512, False, 'compute'),
-    (set(), 0, True, 'compute'),
-    (set(), 0, False, 'client'),
+@pytest.mark.parametrize('nvml_types, memory_mib, holds_uvm, nvml_available, kind', [
+    ({'compute'}, 0, False, True, 'compute'),
+    ({'graphics'}, 0, False, True, 'compute'),
+    (set(), 512, False, True, 'compute'),
+    # Driver 580 opens nvidia-uvm for an NVML-only client: with NVML, uvm proves nothing.
+    (set(), 0, True, True, 'client'),
+    # Without NVML, uvm is the best sign of a CUDA context there is.
+    (set(), 0, True, False, 'compute'),
+    (set(), 0, False, False, 'client'),
+    (set(), 0, False, True, 'client'),
 ])
-def test_classify_kind(nvml_types, memory_mib, holds_uvm, kind):
-    assert _holders.classify_kind(nvml_types, memory_mib, holds_uvm) == kind
+def test_classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available, kind):
+    assert _holders.classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available) == kind
 
 
 @pytest.mark.parametrize('mib, text', [(0, '0 MiB'), (615, '615 MiB'), (1024, '1 GiB'), (1536, '1.5 GiB'),
@@ -127,7 +131,8 @@ def test_discover_merges_nvml_and_proc(fake_dev, spawn_holder):
 
     first = holders[uvm.pid]
     assert first['gpus'] == [0] and first['gpu_uuids'] == ['GPU-0']
-    assert first['kind'] == 'compute' and first['memory_mib'] == 0 and first['nvml_types'] == []
+    # nvidia-uvm without an NVML context: an NVML-only client on current drivers.
+    assert first['kind'] == 'client' and first['memory_mib'] == 0 and first['nvml_types'] == []
     assert first['device_paths'] == sorted([node(fake_dev, 'nvidia-uvm'), node(fake_dev, 'nvidia0'),
                                             node(fake_dev, 'nvidiactl')])
     assert first['ppid'] == os.getpid() and not first['orphaned']
@@ -152,7 +157,7 @@ def test_discover_merges_nvml_and_proc(fake_dev, spawn_holder):
                                                              [worker.pid]]
     assert snapshot.nvml_available and snapshot.driver_version == '580.159.04'
     assert any('NVML lists PID %d' % gone in warning for warning in snapshot.warnings)
-    assert snapshot.summary() == '4 GPUs, 3 holders (2 compute, 1 client), 41 GiB held'
+    assert snapshot.summary() == '4 GPUs, 3 holders (1 compute, 2 client), 41 GiB held'
 
 
 def test_discover_protects_by_executable(fake_dev, spawn_holder):
@@ -182,6 +187,23 @@ def test_discover_scopes_to_selected_gpus(fake_dev, spawn_holder):
     assert zero.pid not in by_pid(snapshot)
     # A holder in scope still lists every GPU it holds.
     assert by_pid(snapshot)[both.pid]['gpus'] == [1, 2]
+
+
+def test_summary_counts_memory_on_the_selected_gpus_only(fake_dev, spawn_holder):
+    # A worker that sees every GPU (as CUDA does) and holds memory on GPU 0 only,
+    # and a small holder on GPU 2.
+    worker = spawn_holder([node(fake_dev, 'nvidia0'), node(fake_dev, 'nvidia2'), node(fake_dev, 'nvidia-uvm')])
+    small = spawn_holder([node(fake_dev, 'nvidia2'), node(fake_dev, 'nvidia-uvm')])
+    view = nvml_view(processes={
+        0: {worker.pid: {'memory_mib': 87858, 'types': {'compute'}}},
+        2: {small.pid: {'memory_mib': 1536, 'types': {'compute'}}},
+    })
+    everything = _holders.discover(view, dev_dir=fake_dev)
+    assert everything.summary() == '4 GPUs, 2 holders (2 compute, 0 client), 87.3 GiB held'
+    scoped = _holders.discover(view, dev_dir=fake_dev, gpu_indices=[2])
+    assert set(by_pid(scoped)) == {worker.pid, small.pid}
+    assert by_pid(scoped)[worker.pid]['memory_mib'] == 87858
+    assert scoped.summary() == '1 GPU, 2 holders (2 compute, 0 client), 1.5 GiB held'
 
 
 def test_discover_without_nvml_uses_minor_numbers(fake_dev, spawn_holder):

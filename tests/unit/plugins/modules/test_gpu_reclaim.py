@@ -189,8 +189,9 @@ def test_stuck_context_is_reported_within_the_ladder(capsys, stuck_gpu0, fake_de
                                                      fail_on_survivors):
     child = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
     started = time.monotonic()
+    # NVML lists no process here, so the holder counts as a client: select clients too.
     result = run_module(capsys, {'gpus': ['0'], 'grace_seconds': 0.3, 'kill_seconds': 0.3,
-                                 'fail_on_survivors': fail_on_survivors})
+                                 'kinds': ['compute', 'client'], 'fail_on_survivors': fail_on_survivors})
     assert time.monotonic() - started < 2
     assert child.wait(2) == -signal.SIGTERM
     assert result['changed'] is True
