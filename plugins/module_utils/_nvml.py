@@ -134,6 +134,33 @@ class NvmlView:
             self.available, self.error, len(self.gpus))
 
 
+class _Tracked:
+    """The NVML module, noting which of its functions is running.
+
+    A step runs many NVML functions under one deadline. When the step
+    overruns, the error names the function that did not return
+    (``nvmlDeviceGetCount``, ``nvmlDeviceGetComputeRunningProcesses``, ...),
+    not just the step.
+    """
+
+    def __init__(self, module):
+        self._module = module
+        self.running = None
+
+    def __getattr__(self, name):
+        value = getattr(self._module, name)
+        if not callable(value) or isinstance(value, type):
+            return value
+
+        def call(*args, **kwargs):
+            self.running = name
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self.running = None
+        return call
+
+
 class NvmlSession:
     """One NVML initialisation, with device handles cached for cheap polling.
 
@@ -149,7 +176,8 @@ class NvmlSession:
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, nvml_module=None):
         self.timeout = timeout
-        self._nvml = nvml_module if nvml_module is not None else pynvml
+        module = nvml_module if nvml_module is not None else pynvml
+        self._nvml = _Tracked(module) if module is not None else None
         self._lock = threading.Lock()
         self._handles = {}
         self._minors = {}
@@ -191,7 +219,7 @@ class NvmlSession:
         except DeadlineExceeded as exc:
             self.dead = True
             self.error = 'NVML call %s did not return within %.3g seconds; NVML is no longer used' % (
-                what, exc.timeout)
+                self._nvml.running or what, exc.timeout)
             raise NvmlUnavailable(self.error)
 
     def open(self):

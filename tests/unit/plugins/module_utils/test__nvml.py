@@ -126,7 +126,8 @@ def test_real_pynvml_without_a_driver_never_raises():
     assert view.available in (True, False)
 
 
-@pytest.mark.parametrize('hung', ['nvmlInit', 'nvmlDeviceGetComputeRunningProcesses'])
+@pytest.mark.parametrize('hung', ['nvmlInit', 'nvmlDeviceGetCount', 'nvmlDeviceGetMinorNumber',
+                                  'nvmlDeviceGetComputeRunningProcesses'])
 def test_hang_stops_at_the_deadline_and_kills_the_session(fake_nvml_factory, hung):
     fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(1), hang={hung})
     session = _nvml.NvmlSession(0.2, nvml_module=fake)
@@ -134,12 +135,13 @@ def test_hang_stops_at_the_deadline_and_kills_the_session(fake_nvml_factory, hun
     view = session.inventory()
     assert time.monotonic() - started < 1.0
     assert not view.available
-    assert 'did not return within 0.2 seconds; NVML is no longer used' in view.error
+    # The error names the NVML function that hung, not the step it was part of.
+    assert view.error == 'NVML call %s did not return within 0.2 seconds; NVML is no longer used' % hung
     assert session.dead and not session.available
     calls = len(fake.calls)
     started = time.monotonic()
     with pytest.raises(_nvml.NvmlUnavailable):
-        session.poll([0] if hung != 'nvmlInit' else None)
+        session.poll([0] if hung == 'nvmlDeviceGetComputeRunningProcesses' else None)
     assert time.monotonic() - started < 0.1
     session.close()
     assert len(fake.calls) == calls  # nothing more was asked of a hung library
