@@ -60,7 +60,7 @@ testbed: venv tree
 
 .PHONY: units
 units: tree
-	cd $(ROOT) && PYTHONPATH=$(ROOT)/build/collections $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/build/collections $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/gpu
 
 # ansible-test downloads a pip bootstrap script from a host that may be out of
 # reach; seed its cache with a stand-in that uses the standard library's pip.
