@@ -365,6 +365,16 @@ def main(argv=None):
     finally:
         if not args.keep_hosts:
             context.hosts.down()
+    if args.only:
+        # A partial run replaces only its own figures; the others stay as last measured.
+        try:
+            with open(args.output) as handle:
+                previous = json.load(handle).get('results', [])
+        except (OSError, ValueError):
+            previous = []
+        fresh = set(item['name'] for item in results)
+        results = [item for item in previous if item.get('name') not in fresh] + results
+        results.sort(key=lambda item: NAMES.index(item['name']) if item.get('name') in NAMES else len(NAMES))
     data = {'results': results, 'machine': context.machine, 'date': benchlib.today(),
             'started': benchlib.now_iso(), 'seconds': round(time.time() - began, 1),
             'logs': os.path.relpath(work, ROOT)}
