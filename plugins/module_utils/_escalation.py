@@ -389,8 +389,13 @@ def _container_matches(record, selectors):
         return False
     runtime = container.get('runtime') or ''
     ident = container.get('id') or ''
+    pod_uid = container.get('pod_uid') or ''
     for selector in selectors:
         if selector == runtime or (ident and ident.startswith(selector)):
+            return True
+        # Every container of a Kubernetes pod, whatever its runtime, is a kubepods holder;
+        # a pod can also be named by a prefix of its UID.
+        if pod_uid and (selector == 'kubepods' or pod_uid.startswith(selector)):
             return True
     return False
 

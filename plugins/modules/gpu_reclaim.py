@@ -111,7 +111,8 @@ options:
   containers:
     description:
       - Release only holders that run in one of these containers, each given as a runtime name (V(docker),
-        V(containerd), V(cri-o), V(podman), V(kubepods)) or as a prefix of the container id.
+        V(containerd), V(cri-o), V(podman)), as a prefix of the container id, as V(kubepods) for every
+        container of a Kubernetes pod whatever its runtime, or as a prefix of a pod's UID.
     type: list
     elements: str
     default: []

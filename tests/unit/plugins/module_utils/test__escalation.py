@@ -1096,3 +1096,15 @@ def test_real_proc_scan_sees_only_the_given_device_nodes(spawn_holder, fake_dev)
     child = spawn_holder([os.path.join(fake_dev, 'nvidia2'), os.path.join(fake_dev, 'nvidia-uvm')])
     found = esc.ProcProber().device_holders()
     assert found[child.pid] == {'minors': set([2]), 'uvm': True}
+
+
+@pytest.mark.parametrize('container, selectors, expected', [
+    ({'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['kubepods'], True),
+    ({'runtime': 'cri-o', 'id': 'cd' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['7c5f0a3e'], True),
+    ({'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['abab'], True),
+    ({'runtime': 'docker', 'id': 'ef' * 32}, ['kubepods'], False),
+    ({'runtime': 'docker', 'id': 'ef' * 32}, ['docker'], True),
+    (None, ['kubepods'], False),
+])
+def test_container_selectors_cover_kubernetes_pods(container, selectors, expected):
+    assert esc._container_matches({"container": container}, selectors) is expected
