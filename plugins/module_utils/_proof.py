@@ -112,7 +112,7 @@ def short_uuid(uuid):
 
 
 def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=None, allow=(),
-             nvml_available=True):  # pylint: disable=unused-argument
+             nvml_available=True):
     """Decide, from one snapshot, whether the selected GPUs are free.
 
     ``gpus`` and ``holders`` are records as in docs/architecture.md;
@@ -142,6 +142,9 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
         if blocking:
             reasons.append('held by %d process%s' % (len(blocking), '' if len(blocking) == 1 else 'es'))
         memory_busy = used is not None and used - accepted_mib > limit
+        if used is None and nvml_available:
+            # NVML was relied on but gave no figure (it stopped answering): nothing is proven.
+            reasons.append('memory unknown: NVML did not answer')
         if memory_busy:
             reasons.append('%d MiB used, more than %g MiB' % (used, limit))
         free = not reasons

@@ -289,7 +289,8 @@ def main():
             for warning in snapshot.warnings:
                 if warning not in state['warnings']:
                     state['warnings'].append(warning)
-            return snapshot.gpus, snapshot.holders, current.available
+            # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
+            return snapshot.gpus, snapshot.holders, view.available or current.available
 
         verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
                                   poll_interval=params['poll_interval'], selected=indices,

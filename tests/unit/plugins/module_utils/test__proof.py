@@ -169,3 +169,12 @@ def test_no_timeout_checks_once():
     clock = Clock()
     verdict = wait_until_free(lambda: ([gpu(0, 5000)], [], True), clock=clock.clock, sleep=clock.sleep)
     assert verdict['polls'] == 1 and verdict['waited_seconds'] == 0.0
+
+
+def test_unknown_memory_is_not_free_when_nvml_was_relied_on():
+    gpus = [{'index': 0, 'uuid': 'GPU-0', 'memory_used_mib': None, 'memory_total_mib': 98304}]
+    relied = evaluate(gpus, [], nvml_available=True)
+    assert relied['free'] is False
+    assert relied['gpus'][0]['reasons'] == ['memory unknown: NVML did not answer']
+    without = evaluate(gpus, [], nvml_available=False)
+    assert without['free'] is True
