@@ -7,8 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import functools
-import json
 import os
 import signal
 import subprocess
@@ -18,25 +16,14 @@ import time
 import psutil
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation, _holders, _identity, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation, _identity, _nvml
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_reclaim
 
 
-def run_module(capsys, args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            gpu_reclaim.main()
-    return json.loads(capsys.readouterr().out)
-
-
 @pytest.fixture
-def no_library(monkeypatch, fake_nvml_factory):
-    fake = fake_nvml_factory(())
-    fake.init_error = fake.NVMLError_LibraryNotFound()
-    monkeypatch.setattr(_nvml, 'pynvml', fake)
-    return fake
+def run_module(module_runner):
+    return module_runner(gpu_reclaim)
 
 
 @pytest.fixture
@@ -47,10 +34,9 @@ def two_gpus(monkeypatch, fake_nvml_factory):
 
 
 @pytest.fixture(autouse=True)
-def fake_dev_discovery(monkeypatch, fake_dev):
+def fake_dev_discovery(monkeypatch, fake_dev, point_discovery):
     """Every test looks at stand-in device nodes only, never at the host's."""
-    monkeypatch.setattr(gpu_reclaim, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
-    monkeypatch.setattr(gpu_reclaim, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
+    point_discovery(gpu_reclaim)
     # The release's own /proc scan for holders that appear while it waits, too.
     monkeypatch.setattr(_escalation, 'DEV_DIR', fake_dev)
     return fake_dev
@@ -86,27 +72,27 @@ def signals(monkeypatch):
     ({'on_shared_holder': 'ask'}, 'value of on_shared_holder must be one of: release, fail, got: ask'),
     ({'nvml_timeout': 0}, 'nvml_timeout must be greater than 0 and at most 600 seconds; got: 0.0'),
 ])
-def test_bad_input_fails_before_anything_is_signalled(capsys, two_gpus, signals, args, message):
-    result = run_module(capsys, args)
+def test_bad_input_fails_before_anything_is_signalled(run_module, two_gpus, signals, args, message):
+    result = run_module(args)
     assert result['failed']
     assert result['msg'].startswith(message), result['msg']
     assert signals == []
 
 
-def test_missing_psutil_is_reported(capsys, monkeypatch):
+def test_missing_psutil_is_reported(run_module, monkeypatch):
     monkeypatch.setattr(gpu_reclaim, 'HAS_PSUTIL', False)
-    result = run_module(capsys, {})
+    result = run_module({})
     assert result['failed'] and 'Failed to import the required Python library (psutil)' in result['msg']
 
 
-def test_require_nvml_fails_without_the_library(capsys, no_library, signals):
-    result = run_module(capsys, {'require_nvml': True})
+def test_require_nvml_fails_without_the_library(run_module, no_library, signals):
+    result = run_module({'require_nvml': True})
     assert result['failed'] and result['msg'].startswith('NVML cannot be used and require_nvml is true')
     assert signals == []
 
 
-def test_nothing_to_do_is_not_changed(capsys, two_gpus, signals):
-    result = run_module(capsys, {})
+def test_nothing_to_do_is_not_changed(run_module, two_gpus, signals):
+    result = run_module({})
     assert result['changed'] is False and 'failed' not in result
     assert result['released'] == [] and result['survivors'] == [] and result['steps'] == []
     assert [g['index'] for g in result['gpus']] == [0, 1]
@@ -118,7 +104,7 @@ def alive(proc):
     return proc.poll() is None
 
 
-def test_check_mode_then_real_run_then_idempotent(capsys, no_library, fake_dev_discovery, spawn_holder, signals):
+def test_check_mode_then_real_run_then_idempotent(run_module, no_library, fake_dev_discovery, spawn_holder, signals):
     polite = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
                            os.path.join(fake_dev_discovery, 'nvidia-uvm')])
     stubborn = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia1'),
@@ -128,14 +114,14 @@ def test_check_mode_then_real_run_then_idempotent(capsys, no_library, fake_dev_d
                               os.path.join(fake_dev_discovery, 'nvidia-uvm')])
     args = {'gpus': ['0', '1'], 'grace_seconds': 5, '_ansible_diff': True}
 
-    checked = run_module(capsys, dict(args, _ansible_check_mode=True))
+    checked = run_module(dict(args, _ansible_check_mode=True))
     assert checked['changed'] is True and signals == []
     assert sorted(e['pid'] for e in checked['released']) == sorted([polite.pid, stubborn.pid])
     assert all(e['outcome'] == 'planned' for e in checked['released'])
     assert alive(polite) and alive(stubborn)
 
     started = time.monotonic()
-    real = run_module(capsys, args)
+    real = run_module(args)
     assert time.monotonic() - started < 3, 'the stubborn holder must not cost the grace period'
     assert real['changed'] is True and 'failed' not in real, real['msg']
     assert sorted(e['pid'] for e in real['released']) == sorted(e['pid'] for e in checked['released'])
@@ -154,22 +140,22 @@ def test_check_mode_then_real_run_then_idempotent(capsys, no_library, fake_dev_d
     assert [line.split(' ')[1] for line in real['diff']['after']['holders']] == [str(monitor.pid)]
     assert real['msg'].startswith('released 2 holders of GPU 0, 1 in ')
 
-    again = run_module(capsys, args)
+    again = run_module(args)
     assert again['changed'] is False and again['released'] == []
 
 
-def test_shared_holder_refused_before_any_signal(capsys, no_library, fake_dev_discovery, spawn_holder, signals):
+def test_shared_holder_refused_before_any_signal(run_module, no_library, fake_dev_discovery, spawn_holder, signals):
     shared = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia2'),
                            os.path.join(fake_dev_discovery, 'nvidia-uvm')])
-    result = run_module(capsys, {'gpus': ['0'], 'on_shared_holder': 'fail'})
+    result = run_module({'gpus': ['0'], 'on_shared_holder': 'fail'})
     assert result['failed'] and signals == [] and alive(shared)
     assert result['msg'].startswith('on_shared_holder is fail and pid %d (' % shared.pid)
     assert result['msg'].endswith('also holds GPU 2 outside the selected GPUs 0; nothing was signalled')
 
 
-def test_filters_leave_other_holders_alone(capsys, no_library, fake_dev_discovery, spawn_holder, signals):
+def test_filters_leave_other_holders_alone(run_module, no_library, fake_dev_discovery, spawn_holder, signals):
     spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
-    result = run_module(capsys, {'match': '^no-such-title$', '_ansible_check_mode': True})
+    result = run_module({'match': '^no-such-title$', '_ansible_check_mode': True})
     assert result['changed'] is False and result['released'] == []
     assert result['skipped_holders'][0]['reason'] == 'title does not match'
 
@@ -185,12 +171,12 @@ def stuck_gpu0(monkeypatch, fake_nvml_factory):
 
 
 @pytest.mark.parametrize('fail_on_survivors', [True, False])
-def test_stuck_context_is_reported_within_the_ladder(capsys, stuck_gpu0, fake_dev_discovery, spawn_holder, signals,
+def test_stuck_context_is_reported_within_the_ladder(run_module, stuck_gpu0, fake_dev_discovery, spawn_holder, signals,
                                                      fail_on_survivors):
     child = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
     started = time.monotonic()
     # NVML lists no process here, so the holder counts as a client: select clients too.
-    result = run_module(capsys, {'gpus': ['0'], 'grace_seconds': 0.3, 'kill_seconds': 0.3,
+    result = run_module({'gpus': ['0'], 'grace_seconds': 0.3, 'kill_seconds': 0.3,
                                  'kinds': ['compute', 'client'], 'fail_on_survivors': fail_on_survivors})
     assert time.monotonic() - started < 2
     assert child.wait(2) == -signal.SIGTERM
@@ -252,12 +238,12 @@ def fork_then_exit_holder(tmp_path, fake_dev_discovery):
             continue
 
 
-def test_holder_forked_on_sigterm_is_adopted(capsys, no_library, fork_then_exit_holder, spawn_holder,
+def test_holder_forked_on_sigterm_is_adopted(run_module, no_library, fork_then_exit_holder, spawn_holder,
                                              fake_dev_discovery, signals):
     parent, pids = fork_then_exit_holder
     monitor = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0')], comm='nv-hostengine')
     started = time.monotonic()
-    result = run_module(capsys, {'gpus': ['0'], 'grace_seconds': 5, 'kill_seconds': 5})
+    result = run_module({'gpus': ['0'], 'grace_seconds': 5, 'kill_seconds': 5})
     assert time.monotonic() - started < 3, 'no grace for the new holder'
     assert 'failed' not in result, result['msg']
     assert parent.wait(2) == 0

@@ -7,15 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import functools
 import json
 import os
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _nvml
 from ansible_collections.gpuops.reclaim.plugins.modules import nvidia_holders
 
 
@@ -24,19 +22,9 @@ def warnings_text(result):
     return json.dumps(result.get('warnings', []))
 
 
-def run_module(capsys, args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            nvidia_holders.main()
-    return json.loads(capsys.readouterr().out)
-
-
 @pytest.fixture
-def no_library(monkeypatch, fake_nvml_factory):
-    fake = fake_nvml_factory(())
-    fake.init_error = fake.NVMLError_LibraryNotFound()
-    monkeypatch.setattr(_nvml, 'pynvml', fake)
-    return fake
+def run_module(module_runner):
+    return module_runner(nvidia_holders)
 
 
 @pytest.fixture
@@ -47,10 +35,9 @@ def two_gpus(monkeypatch, fake_nvml_factory):
 
 
 @pytest.fixture
-def fake_dev_discovery(monkeypatch, fake_dev):
+def fake_dev_discovery(monkeypatch, fake_dev, point_discovery):
     """Let the module's discovery look at stand-in nodes instead of /dev."""
-    monkeypatch.setattr(nvidia_holders, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
-    monkeypatch.setattr(nvidia_holders, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
+    point_discovery(nvidia_holders)
     return fake_dev
 
 
@@ -66,14 +53,14 @@ def fake_dev_discovery(monkeypatch, fake_dev):
                            "1 (GPU-00000001-0000-4000-8000-000000000000, 00000000:28:00.0)"),
     ({'protect': 'nv-hostengine', 'bogus': 1}, 'Unsupported parameters'),
 ])
-def test_bad_input_fails_with_a_clear_message(capsys, two_gpus, args, message):
-    result = run_module(capsys, args)
+def test_bad_input_fails_with_a_clear_message(run_module, two_gpus, args, message):
+    result = run_module(args)
     assert result['failed']
     assert result['msg'].startswith(message)
 
 
-def test_reads_nvml(capsys, two_gpus, fake_dev_discovery):
-    result = run_module(capsys, {'gpus': ['GPU-00000001-0000-4000-8000-000000000000']})
+def test_reads_nvml(run_module, two_gpus, fake_dev_discovery):
+    result = run_module({'gpus': ['GPU-00000001-0000-4000-8000-000000000000']})
     assert not result['changed'] and 'failed' not in result
     assert result['nvml_available'] and result['driver_version'] == '580.159.04'
     assert [gpu['index'] for gpu in result['gpus']] == [1]
@@ -82,10 +69,10 @@ def test_reads_nvml(capsys, two_gpus, fake_dev_discovery):
     assert result['msg'] == '1 GPU, 0 holders (0 compute, 0 client), 0 MiB held', result['holders']
 
 
-def test_falls_back_to_proc_without_the_library(capsys, no_library, fake_dev_discovery, spawn_holder):
+def test_falls_back_to_proc_without_the_library(run_module, no_library, fake_dev_discovery, spawn_holder):
     child = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia1'),
                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
-    result = run_module(capsys, {'gpus': ['1']})
+    result = run_module({'gpus': ['1']})
     assert not result['changed'] and not result['nvml_available']
     assert result['driver_version'] is None
     assert [gpu['index'] for gpu in result['gpus']] == [1]
@@ -95,40 +82,40 @@ def test_falls_back_to_proc_without_the_library(capsys, no_library, fake_dev_dis
     assert 'NVML cannot be used (NVML could not be initialised: NVML Shared Library Not Found)' in warnings_text(result)
 
 
-def test_check_mode_gives_the_same_answer(capsys, no_library, fake_dev_discovery, spawn_holder):
+def test_check_mode_gives_the_same_answer(run_module, no_library, fake_dev_discovery, spawn_holder):
     spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0')])
-    real = run_module(capsys, {})
-    checked = run_module(capsys, {'_ansible_check_mode': True})
+    real = run_module({})
+    checked = run_module({'_ansible_check_mode': True})
     for key in ('msg', 'nvml_available', 'gpus'):
         assert checked[key] == real[key]
     assert [h['pid'] for h in checked['holders']] == [h['pid'] for h in real['holders']]
     assert not checked['changed']
 
 
-def test_require_nvml_fails_without_the_library(capsys, no_library):
-    result = run_module(capsys, {'require_nvml': True})
+def test_require_nvml_fails_without_the_library(run_module, no_library):
+    result = run_module({'require_nvml': True})
     assert result['failed'] and not result['nvml_available']
     assert result['msg'] == ('NVML cannot be used and require_nvml is true: '
                              'NVML could not be initialised: NVML Shared Library Not Found')
 
 
-def test_require_nvml_fails_without_pynvml(capsys, monkeypatch):
+def test_require_nvml_fails_without_pynvml(run_module, monkeypatch):
     monkeypatch.setattr(nvidia_holders, 'HAS_PYNVML', False)
-    result = run_module(capsys, {'require_nvml': True})
+    result = run_module({'require_nvml': True})
     assert result['failed']
     assert 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
 
 
-def test_missing_psutil_is_reported(capsys, monkeypatch):
+def test_missing_psutil_is_reported(run_module, monkeypatch):
     monkeypatch.setattr(nvidia_holders, 'HAS_PSUTIL', False)
-    result = run_module(capsys, {})
+    result = run_module({})
     assert result['failed']
     assert 'Failed to import the required Python library (psutil)' in result['msg']
 
 
-def test_hung_nvml_falls_back_within_the_deadline(capsys, monkeypatch, fake_nvml_factory):
+def test_hung_nvml_falls_back_within_the_deadline(run_module, monkeypatch, fake_nvml_factory):
     fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(1), hang={'nvmlDeviceGetComputeRunningProcesses'})
     monkeypatch.setattr(_nvml, 'pynvml', fake)
-    result = run_module(capsys, {'nvml_timeout': 0.2})
+    result = run_module({'nvml_timeout': 0.2})
     assert not result['nvml_available'] and 'failed' not in result
     assert 'did not return within 0.2 seconds' in warnings_text(result)

@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Fixtures shared by the module tests: running a module's main(), and the
+states of NVML that every module must handle."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import functools
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml
+
+
+@pytest.fixture
+def module_runner(capsys):
+    """``module_runner(module)(args)`` runs ``module.main()`` with ``args`` and returns its JSON result."""
+    def for_module(module):
+        def run(args):
+            with patch_module_args(args):
+                with pytest.raises(SystemExit):
+                    module.main()
+            return json.loads(capsys.readouterr().out)
+        return run
+    return for_module
+
+
+@pytest.fixture
+def no_library(monkeypatch, fake_nvml_factory):
+    """pynvml is importable, but libnvidia-ml.so.1 is not found."""
+    fake = fake_nvml_factory(())
+    fake.init_error = fake.NVMLError_LibraryNotFound()
+    monkeypatch.setattr(_nvml, 'pynvml', fake)
+    return fake
+
+
+@pytest.fixture
+def point_discovery(monkeypatch, fake_dev):
+    """``point_discovery(module)`` makes the module see holders of the stand-in nodes only, never the host's."""
+    def at(module):
+        monkeypatch.setattr(module, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
+        monkeypatch.setattr(module, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
+        return fake_dev
+    return at
