@@ -177,7 +177,7 @@ def test_stuck_context_is_reported_within_the_ladder(run_module, stuck_gpu0, fak
     started = time.monotonic()
     # NVML lists no process here, so the holder counts as a client: select clients too.
     result = run_module({'gpus': ['0'], 'grace_seconds': 0.3, 'kill_seconds': 0.3,
-                                 'kinds': ['compute', 'client'], 'fail_on_survivors': fail_on_survivors})
+                         'kinds': ['compute', 'client'], 'fail_on_survivors': fail_on_survivors})
     assert time.monotonic() - started < 2
     assert child.wait(2) == -signal.SIGTERM
     assert result['changed'] is True
