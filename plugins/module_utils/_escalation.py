@@ -1026,6 +1026,22 @@ class Escalation:
     def _excluded(self, pid):
         return pid in self.known_pids and pid not in self.targets
 
+    def _protected_descendant(self, pid):
+        """Whether a descendant of a target must be left alone even so.
+
+        A holder's tree is frozen and killed with it, but never a process of
+        this module, nor one that protection covers (a GPU client a workload
+        happened to start, say), whether or not it holds a GPU itself.
+        """
+        if pid in self.plan.scope.own_pids:
+            return True
+        describe = getattr(self.prober, 'describe', None)
+        record = describe(pid) if describe is not None else None
+        if not record:
+            return False
+        protected, dummy = self._protection(record)
+        return bool(protected)
+
     def _freeze_tree(self, target):
         """SIGSTOP the target and its descendants until no new descendant appears."""
         outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
@@ -1036,7 +1052,8 @@ class Escalation:
         target.frozen = True
         for dummy in range(20):
             fresh = [ref for ref in self.prober.descendants(target.pid)
-                     if ref.pid not in target.tree and not self._excluded(ref.pid)]
+                     if ref.pid not in target.tree and not self._excluded(ref.pid)
+                     and not self._protected_descendant(ref.pid)]
             if not fresh:
                 break
             for ref in fresh:

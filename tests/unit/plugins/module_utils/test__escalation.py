@@ -1108,3 +1108,35 @@ def test_real_proc_scan_sees_only_the_given_device_nodes(spawn_holder, fake_dev)
 ])
 def test_container_selectors_cover_kubernetes_pods(container, selectors, expected):
     assert esc._container_matches({"container": container}, selectors) is expected
+
+
+STARTS_A_CLIENT = (
+    'import signal, subprocess, time\n'
+    'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+    'subprocess.Popen(["sleep", "60"])\n'
+    'while True:\n'
+    '    time.sleep(0.01)\n'
+)
+
+
+def test_real_protected_descendant_survives_its_parents_tree_kill(spawned):
+    holder_proc = spawned(STARTS_A_CLIENT)
+    client = wait_for(lambda: psutil.Process(holder_proc.pid).children())[0]
+    try:
+        holders = [real_holder(holder_proc.pid, sigterm_ignored=True)]
+        scope = build_scope([0], own_pids=esc.own_lineage())
+        plan = plan_release(holders, scope, processes=esc.parent_processes(holders))
+        lines = []
+
+        def protection(record):
+            name = os.path.basename(record.get('exe') or '') or record.get('name')
+            return (name == 'sleep', 'user protected executable sleep' if name == 'sleep' else None)
+
+        result = Escalation(plan, parse_ladder(None, 5, 5), nvml=None, log=lines.append, poll_interval=0.02,
+                            known_pids=[holder_proc.pid], protection=protection).run()
+        assert holder_proc.wait(2) == -signal.SIGKILL
+        assert result['released'][0]['descendants_killed'] == []
+        assert alive(client.pid) and psutil.Process(client.pid).status() != psutil.STATUS_STOPPED
+        assert not [line for line in lines if 'pid %d ' % client.pid in line]
+    finally:
+        client.kill()
