@@ -265,16 +265,22 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     wchan = _procfs.read_wchan(pid, proc_root)
     exe = _procfs.read_exe(pid, proc_root)
 
-    indices = set(nvml_entries)
+    node_indices = set()
     holds_uvm = False
     for path in device_paths:
         kind = _procfs.classify_device_path(path, dev_dir)
         if kind is None:
             continue
         if kind[0] == 'gpu' and kind[1] in minor_to_index:
-            indices.add(minor_to_index[kind[1]])
+            node_indices.add(minor_to_index[kind[1]])
         elif kind[0] == 'uvm':
             holds_uvm = True
+    # A CUDA process opens the device node of every GPU it can see, but holds
+    # a context only where it computes. Where NVML lists the process, those
+    # GPUs are the ones it holds: a worker of GPU 5 does not hold GPU 0 just
+    # because /dev/nvidia0 is open. The device nodes decide only for what NVML
+    # does not list (monitors, and everything when NVML cannot be read).
+    indices = set(nvml_entries) or node_indices
 
     nvml_types = set()
     gpu_memory = {}

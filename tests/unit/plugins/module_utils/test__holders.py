@@ -200,10 +200,13 @@ def test_summary_counts_memory_on_the_selected_gpus_only(fake_dev, spawn_holder)
     })
     everything = _holders.discover(view, dev_dir=fake_dev)
     assert everything.summary() == '4 GPUs, 2 holders (2 compute, 0 client), 87.3 GiB held'
+    # The worker has /dev/nvidia2 open but no context there: it does not hold GPU 2.
+    assert by_pid(everything)[worker.pid]['gpus'] == [0]
+    assert by_pid(everything)[worker.pid]['device_paths'] == sorted(
+        [node(fake_dev, 'nvidia-uvm'), node(fake_dev, 'nvidia0'), node(fake_dev, 'nvidia2')])
     scoped = _holders.discover(view, dev_dir=fake_dev, gpu_indices=[2])
-    assert set(by_pid(scoped)) == {worker.pid, small.pid}
-    assert by_pid(scoped)[worker.pid]['memory_mib'] == 87858
-    assert scoped.summary() == '1 GPU, 2 holders (2 compute, 0 client), 1.5 GiB held'
+    assert set(by_pid(scoped)) == {small.pid}
+    assert scoped.summary() == '1 GPU, 1 holder (1 compute, 0 client), 1.5 GiB held'
 
 
 def test_discover_without_nvml_uses_minor_numbers(fake_dev, spawn_holder):
