@@ -19,9 +19,18 @@ bench/README.md.
 - ``role_noop_vs_one_task``: playbooks/reclaim.yml on a simulated host whose
   GPUs are free, against a one-task playbook (nvidia-smi) on the same host;
   wall time of ansible-playbook.
+- ``incident_release_vs_module``: the incident (8 GPUs, the vllm-sim unit with
+  KillMode=process stopped, its 8 workers orphaned) freed by
+  playbooks/reclaim.yml: the role's release stage (its own clock, from the
+  summary) against the gpu_reclaim module's own ``elapsed_seconds`` in that
+  run; ``overhead_s`` is what Ansible adds around the module.
 - ``fleet_16_vs_1``: playbooks/reclaim.yml with forks equal to the host count
   on 16 simulated hosts (two GPUs, two orphaned workers each) against 1 host;
-  4 hosts are recorded too.
+  4 hosts are recorded too, and ``floor_ratio``: the same two host counts
+  with a playbook of one ``ping`` task, the least any playbook that reaches
+  the hosts can do. On a machine with few cores the simulated hosts share
+  the controller's cores, and the floor shows how much of the ratio is the
+  machine's.
 
 A figure whose prerequisites are missing (no simulated-host image, not root)
 is reported as skipped, with the reason, instead of failing the run.
@@ -49,14 +58,17 @@ PROBE = os.path.join(ROOT, 'tests', 'gpu', 'nvml_probe.py')
 CALLBACKS = os.path.join(ROOT, 'tests', 'gpu', 'callback_plugins')
 PLAYBOOK = os.path.join(ROOT, 'playbooks', 'reclaim.yml')
 ONE_TASK = os.path.join(HERE, 'playbooks', 'one_task.yml')
+PING = os.path.join(HERE, 'playbooks', 'ping.yml')
 BIN = os.path.dirname(sys.executable)
-NAMES = ('discovery_vs_fuser_10k', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task', 'fleet_16_vs_1')
+NAMES = ('discovery_vs_fuser_10k', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task', 'incident_release_vs_module',
+         'fleet_16_vs_1')
 HOST_PREFIX = 'gpusim-bench-'
 GRACE_SECONDS = 2
 
 # One host of each figure, and the fleet's.
 RECLAIM_HOST = HOST_PREFIX + 'reclaim'
 NOOP_HOST = HOST_PREFIX + 'noop'
+INCIDENT_HOST = HOST_PREFIX + 'incident'
 FLEET_HOSTS = [HOST_PREFIX + 'fleet-%02d' % number for number in range(1, 17)]
 
 
@@ -135,12 +147,12 @@ class Hosts:
         self.execute(name, 'gpusim', 'reset-state')
 
 
-def inventory(path, names):
+def inventory(path, names, connection):
+    """The hosts in group gpu_hosts, reached as tests/simhost/simhost inventory says:
+    over SSH with pipelining (as real hosts are), or with the podman connection."""
+    proc = run([SIMHOST, 'inventory', '--connection', connection] + list(names), timeout=60)
     with open(path, 'w') as handle:
-        handle.write('[gpu_hosts]\n%s\n\n[gpu_hosts:vars]\n' % '\n'.join(names))
-        handle.write('ansible_connection=containers.podman.podman\n')
-        handle.write('ansible_python_interpreter=/usr/bin/python3\n')
-        handle.write('ansible_podman_executable=%s\n' % PODMAN)
+        handle.write(proc.stdout)
     return path
 
 
@@ -151,6 +163,7 @@ def ansible_env(work, **extra):
         'ANSIBLE_COLLECTIONS_PATH': os.path.join(ROOT, 'build', 'collections'),
         'ANSIBLE_HOME': home,
         'ANSIBLE_LOCAL_TEMP': os.path.join(home, 'tmp'),
+        'ANSIBLE_SSH_CONTROL_PATH_DIR': os.path.join(home, 'cp'),
         'ANSIBLE_PIPELINING': 'true',
         'ANSIBLE_NOCOLOR': '1',
         'ANSIBLE_FORCE_COLOR': '0',
@@ -209,7 +222,7 @@ def bench_reclaim(context):
     require_collection_tree()
     host = RECLAIM_HOST
     context.hosts.up(host)
-    inv = inventory(os.path.join(context.work, 'reclaim.ini'), [host])
+    inv = inventory(os.path.join(context.work, 'reclaim.json'), [host], context.connection)
     with open(PROBE) as handle:
         probe = handle.read()
     ours, raw, task_seconds = [], [], []
@@ -270,7 +283,7 @@ def bench_role_noop(context):
     host = NOOP_HOST
     context.hosts.up(host)
     context.hosts.reset(host)
-    inv = inventory(os.path.join(context.work, 'noop.ini'), [host])
+    inv = inventory(os.path.join(context.work, 'noop.json'), [host], context.connection)
     env = ansible_env(context.work)
     log_path = os.path.join(context.work, 'noop.log')
     ours, baseline = [], []
@@ -282,6 +295,59 @@ def bench_role_noop(context):
                           context.machine)
 
 
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise RuntimeError('timed out after %d s waiting for %s' % (timeout, what))
+
+
+def busy_gpus(name):
+    proc = Hosts.execute(name, 'nvidia-smi', '--query-gpu=memory.used', '--format=csv,noheader,nounits')
+    return sum(1 for line in proc.stdout.split() if line.strip() and int(line) > 1024)
+
+
+def bench_incident(context):
+    context.hosts.require()
+    require_collection_tree()
+    host = INCIDENT_HOST
+    context.hosts.up(host, gpus=8)
+    inv = inventory(os.path.join(context.work, 'incident.json'), [host], context.connection)
+    stage, module, task = [], [], []
+    for repetition in range(context.repetitions):
+        context.hosts.reset(host)
+        Hosts.execute(host, 'gpusim', 'clients', 'start')
+        Hosts.execute(host, 'systemctl', 'start', 'vllm-sim.service')
+        wait_for(lambda: busy_gpus(host) == 8, 60, 'the 8 workers of vllm-sim.service')
+        # The incident: the unit is stopped, its workers stay (KillMode=process).
+        Hosts.execute(host, 'systemctl', 'stop', 'vllm-sim.service')
+        reports = os.path.join(context.work, 'incident-reports-%d' % repetition)
+        timing = os.path.join(context.work, 'incident-%d.jsonl' % repetition)
+        env = ansible_env(context.work, ANSIBLE_CALLBACK_PLUGINS=CALLBACKS, ANSIBLE_CALLBACKS_ENABLED='gpu_timing',
+                          ANSIBLE_LOAD_CALLBACK_PLUGINS='true', GPU_TIMING_FILE=timing)
+        timed([tool('ansible-playbook'), '-i', inv, PLAYBOOK, '-e',
+               json.dumps({'gpu_reclaim_report_dir': reports, 'gpu_reclaim_grace_seconds': GRACE_SECONDS})],
+              env, os.path.join(context.work, 'incident.log'))
+        with open(os.path.join(reports, host + '.json')) as handle:
+            summary = json.load(handle)
+        result, start, end = module_result(timing, 'gpuops.reclaim.gpu_reclaim')
+        if not summary.get('free') or len(summary.get('released', [])) < 8:
+            raise RuntimeError('the role released %d holders (8 or more expected) and free is %s'
+                               % (len(summary.get('released', [])), summary.get('free')))
+        stage.append(summary['stage_seconds']['release'])
+        module.append(result['elapsed_seconds'])
+        task.append(end - start)
+    context.hosts.reset(host)
+    item = benchlib.entry('incident_release_vs_module', stage, module,
+                          "the gpu_reclaim module's own elapsed_seconds in the same run; ours is the role's "
+                          'release stage (stage_seconds.release of its summary)',
+                          context.machine, ansible_task_median_s=round(benchlib.summary(task)[0], 4))
+    item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
+    return item
+
+
 def bench_fleet(context):
     context.hosts.require()
     require_collection_tree()
@@ -290,37 +356,48 @@ def bench_fleet(context):
     env = ansible_env(context.work)
     log_path = os.path.join(context.work, 'fleet.log')
     samples = {1: [], 4: [], 16: []}
+    floor = {1: [], 16: []}
     repetitions = min(context.repetitions, 3)
     for dummy in range(repetitions):
         for count in (1, 4, 16):
             names = FLEET_HOSTS[:count]
             with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
                 list(pool.map(lambda name: (context.hosts.reset(name), context.hosts.workload(name)), names))
-            inv = inventory(os.path.join(context.work, 'fleet-%d.ini' % count), names)
+            inv = inventory(os.path.join(context.work, 'fleet-%d.json' % count), names, context.connection)
             samples[count].append(timed([tool('ansible-playbook'), '-i', inv, '-f', str(count), PLAYBOOK,
                                          '-e', 'gpu_reclaim_grace_seconds=%d' % GRACE_SECONDS], env, log_path))
+            if count in floor:
+                floor[count].append(timed([tool('ansible-playbook'), '-i', inv, '-f', str(count), PING],
+                                          env, log_path))
     for name in FLEET_HOSTS:
         context.hosts.reset(name)
     four = benchlib.summary(samples[4])
+    floor_one, floor_sixteen = benchlib.summary(floor[1])[0], benchlib.summary(floor[16])[0]
     return benchlib.entry('fleet_16_vs_1', samples[16], samples[1],
                           'the same playbook on 1 host; forks equal to the host count; each host has 2 GPUs '
                           'and 2 orphaned workers (one ignoring SIGTERM)',
                           context.machine, hosts_4_median_s=benchlib._round(four[0]),  # pylint: disable=protected-access
                           hosts_4_samples_s=[benchlib._round(v) for v in samples[4]],  # pylint: disable=protected-access
-                          ratio_4_vs_1=round(four[0] / benchlib.summary(samples[1])[0], 4))
+                          ratio_4_vs_1=round(four[0] / benchlib.summary(samples[1])[0], 4),
+                          floor='bench/playbooks/ping.yml (one ping task) on the same 16 and 1 hosts',
+                          floor_16_median_s=benchlib._round(floor_sixteen),  # pylint: disable=protected-access
+                          floor_1_median_s=benchlib._round(floor_one),  # pylint: disable=protected-access
+                          floor_ratio=round(floor_sixteen / floor_one, 4))
 
 
 FIGURES = {
     'discovery_vs_fuser_10k': bench_discovery,
     'reclaim_vs_raw_sim': bench_reclaim,
     'role_noop_vs_one_task': bench_role_noop,
+    'incident_release_vs_module': bench_incident,
     'fleet_16_vs_1': bench_fleet,
 }
 
 
 class Context:
-    def __init__(self, repetitions, work):
+    def __init__(self, repetitions, work, connection):
         self.repetitions = repetitions
+        self.connection = connection
         self.work = work
         self.machine = benchlib.cpu_machine()
         self.hosts = Hosts()
@@ -332,6 +409,8 @@ def main(argv=None):
     parser.add_argument('--repetitions', type=int, default=5)
     parser.add_argument('--output', default=os.path.join(benchlib.RESULTS, 'latest.json'))
     parser.add_argument('--no-readme', action='store_true')
+    parser.add_argument('--connection', choices=('ssh', 'podman'), default='ssh',
+                        help='how Ansible reaches the simulated hosts (default: ssh with pipelining, as a real host)')
     parser.add_argument('--keep-hosts', action='store_true', help='leave the simulated hosts running')
     args = parser.parse_args(argv)
     names = [name.strip() for name in (args.only or ','.join(NAMES)).split(',') if name.strip()]
@@ -339,7 +418,7 @@ def main(argv=None):
     if unknown:
         parser.error('--only: unknown figure %s; choose from %s' % (', '.join(unknown), ', '.join(NAMES)))
     work = tempfile.mkdtemp(prefix='bench-', dir=os.path.join(ROOT, 'build') if os.path.isdir(os.path.join(ROOT, 'build')) else None)
-    context = Context(args.repetitions, work)
+    context = Context(args.repetitions, work, args.connection)
     results = []
     failed = False
     began = time.time()
@@ -357,6 +436,8 @@ def main(argv=None):
                 item = {'name': name, 'skipped': 'failed: %s' % exc, 'machine': context.machine,
                         'date': benchlib.today()}
                 failed = True
+            if name != 'discovery_vs_fuser_10k' and 'ratio' in item:
+                item['connection'] = context.connection
             item['seconds'] = round(time.time() - started, 1)
             results.append(item)
             if 'ratio' in item:

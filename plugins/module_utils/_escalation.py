@@ -425,6 +425,7 @@ def _permission_reason(record, scope):
 TARGET = 'target'
 PROTECTED = 'protected'
 SKIPPED = 'skipped'
+SELF_REASON = 'the module itself or one of its ancestors'
 
 
 def holder_verdict(record, scope, own_pids=()):
@@ -441,7 +442,7 @@ def holder_verdict(record, scope, own_pids=()):
     """
     pid = record.get('pid')
     if record.get('is_self') or pid in scope.own_pids or pid in own_pids:
-        return PROTECTED, 'the module itself or one of its ancestors'
+        return PROTECTED, SELF_REASON
     if record.get('protected'):
         return PROTECTED, record.get('protected_reason') or 'protected'
     gpus = set(record.get('gpus') or [])
@@ -542,7 +543,7 @@ def plan_release(holders, scope, processes=None):
         gpus = set(record.get('gpus') or [])
         verdict, reason = holder_verdict(record, scope)
         if verdict == PROTECTED:
-            plan.protected.append(summarize(record, reason=reason))
+            plan.protected.append(summarize(record, reason=reason, is_self=reason == SELF_REASON))
             continue
         if verdict == SKIPPED:
             plan.skipped.append(summarize(record, reason=reason))
@@ -1270,6 +1271,8 @@ class Escalation:
         if verdict != TARGET:
             self.left_alone[pid] = reason
             entry = summarize(record, reason='appeared during the release; %s' % reason)
+            if verdict == PROTECTED:
+                entry['is_self'] = reason == SELF_REASON
             listed = self.plan.protected if verdict == PROTECTED else self.plan.skipped
             listed.append(entry)
             listed.sort(key=lambda item: item['pid'])

@@ -337,8 +337,9 @@ released:
       adopted: false
 protected:
   description: Holders never signalled, with C(reason), ordered by PID. Same keys as RV(released) without
-    the release details. A process that appeared during the release and is protected has a reason that starts
-    with C(appeared during the release).
+    the release details, and C(is_self), true for the module's own process or one of its ancestors (which
+    hold the device nodes while NVML is open). A process that appeared during the release and is protected
+    has a reason that starts with C(appeared during the release).
   returned: always
   type: list
   elements: dict
@@ -349,6 +350,7 @@ protected:
       gpus: [0, 1]
       kind: client
       reason: default protected executable nv-hostengine
+      is_self: false
 skipped_holders:
   description: Holders left alone, with C(reason) such as V(out of scope), V(kind client not selected),
     V(user not selected), V(title does not match), V(systemd unit not selected), V(container not selected),

@@ -11,6 +11,10 @@ Subcommands:
   exec NAME CMD...      run a command inside a host
   status                list the hosts and the image
   env                   print the podman environment (for a shell: eval)
+  inventory [--connection ssh|podman] NAME...
+                        print an Ansible inventory (YAML) of hosts in group
+                        gpu_hosts: over SSH with pipelining (default), or
+                        with the containers.podman.podman connection
 
 Every subcommand sets CONTAINERS_CONF and CONTAINERS_STORAGE_CONF itself.
 Python 3 standard library only.
@@ -35,6 +39,9 @@ BUILD = os.environ.get("GPUSIM_BUILD_DIR") or os.path.join(REPO, "build", "simho
 CACHE = os.path.join(BUILD, "cache")
 STAGE = os.path.join(BUILD, "stage")
 COLLECTIONS = os.path.join(REPO, "build", "collections")
+SSH_KEY = os.path.join(BUILD, "ssh", "id_ed25519")
+# Where a host's sshd looks for the key (tests/simhost/image: sshd_config.d).
+AUTHORIZED_KEYS = "/etc/ssh/gpusim_authorized_keys"
 
 PREFIX = "gpusim-"
 LABEL = "io.gpuops.gpusim"
@@ -43,7 +50,7 @@ HOST_REPO = "localhost/gpusim-host"
 SUITE = "bookworm"
 
 APT_PACKAGES = ["podman", "runc", "debootstrap", "uidmap", "fuse-overlayfs",
-                "slirp4netns", "psmisc"]
+                "slirp4netns", "psmisc", "openssh-client"]
 WHEELS = {
     # name in the cache (prefix) -> pip requirement
     "nvidia_nvml_dev-13.5.37-": "nvidia-nvml-dev==13.5.37",
@@ -382,11 +389,25 @@ def _ensure_host_image(force=False):
     return tag
 
 
+def ensure_ssh_key():
+    """The key Ansible logs in with (root, on simulated hosts only)."""
+    if os.path.exists(SSH_KEY) and os.path.exists(SSH_KEY + ".pub"):
+        return SSH_KEY
+    os.makedirs(os.path.dirname(SSH_KEY), mode=0o700, exist_ok=True)
+    for path in (SSH_KEY, SSH_KEY + ".pub"):
+        if os.path.exists(path):
+            os.unlink(path)
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpusim-ansible",
+         "-f", SSH_KEY], capture=True)
+    return SSH_KEY
+
+
 def cmd_setup(_args):
     started = time.time()
     ensure_apt_packages()
     os.makedirs(BUILD, exist_ok=True)
     write_podman_conf()
+    ensure_ssh_key()
     ensure_wheels()
     ensure_podman_collection()
     tag = ensure_host_image()
@@ -429,6 +450,7 @@ def cmd_up(args):
     write_podman_conf()
     started = time.time()
     tag = ensure_host_image()
+    key = ensure_ssh_key()
     name = container_name(args.name)
     existing = inspect(name)
     if existing:
@@ -450,6 +472,8 @@ def cmd_up(args):
            "--label", "%s.gpu-mib=%d" % (LABEL, args.gpu_mib),
            "--env", "GPUSIM_GPUS=%d" % args.gpus,
            "--env", "GPUSIM_GPU_MIB=%d" % args.gpu_mib,
+           # Ansible's key, for `sshd -i` run through podman exec (no network)
+           "--volume", "%s.pub:%s:ro" % (key, AUTHORIZED_KEYS),
            "--systemd=always", "--network", "none", "--cgroupns=private",
            # root on a real host may read every process's /proc/PID/fd
            "--cap-add", "SYS_PTRACE",
@@ -517,6 +541,36 @@ def cmd_env(_args):
         print("export %s=%s" % (key, env[key]))
 
 
+def ssh_common_args():
+    """How ssh reaches a host without a network: its ProxyCommand runs the
+    host's sshd in inetd mode through podman exec, once per connection, and
+    Ansible's ControlPersist keeps that connection for the following tasks."""
+    podman_wrapper = os.path.join(HERE, "podman")
+    return ('-o ProxyCommand="%s exec -i %%h /usr/sbin/sshd -i" '
+            "-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no "
+            "-o LogLevel=ERROR" % podman_wrapper)
+
+
+def host_vars(connection):
+    if connection == "podman":
+        return {"ansible_connection": "containers.podman.podman",
+                "ansible_podman_executable": os.path.join(HERE, "podman"),
+                "ansible_python_interpreter": "/usr/bin/python3"}
+    return {"ansible_connection": "ssh",
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": ensure_ssh_key(),
+            "ansible_ssh_common_args": ssh_common_args(),
+            "ansible_ssh_pipelining": True,
+            "ansible_python_interpreter": "/usr/bin/python3"}
+
+
+def cmd_inventory(args):
+    hosts = {container_name(name): None for name in args.names}
+    inventory = {"gpu_hosts": {"hosts": hosts, "vars": host_vars(args.connection)}}
+    # JSON is YAML, and Ansible reads either.
+    print(json.dumps(inventory, indent=2))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="simhost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -542,6 +596,10 @@ def main(argv=None):
     execute.set_defaults(func=cmd_exec)
     sub.add_parser("status").set_defaults(func=cmd_status)
     sub.add_parser("env").set_defaults(func=cmd_env)
+    inv = sub.add_parser("inventory")
+    inv.add_argument("--connection", choices=("ssh", "podman"), default="ssh")
+    inv.add_argument("names", nargs="+")
+    inv.set_defaults(func=cmd_inventory)
     args = parser.parse_args(argv)
     if getattr(args, "gpus", 1) < 1 or getattr(args, "gpus", 1) > 64:
         parser.error("--gpus must be between 1 and 64")

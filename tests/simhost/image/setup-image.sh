@@ -18,5 +18,9 @@ systemctl mask systemd-logind.service getty.target console-getty.service \
     apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service \
     systemd-remount-fs.service dev-hugepages.mount sys-kernel-debug.mount \
     sys-kernel-tracing.mount 2>/dev/null || true
+# No sshd daemon: a host is reached by running `sshd -i` through podman exec
+# (see tests/simhost/README.md), so nothing listens on any port.
+systemctl disable ssh.service 2>/dev/null || true
+systemctl mask ssh.service ssh.socket 2>/dev/null || true
 python3 -m compileall -q /usr/lib/python3/dist-packages/pynvml.py
 echo "gpusim" > /etc/gpusim-image

@@ -131,6 +131,8 @@ def test_plan_scope_protection_and_kinds():
         14: 'GPU client nv-hostengine', 15: 'the module itself or one of its ancestors', 16: 'already exited',
     }
     assert plan.changes
+    # The module's own process is protected, and says so, so a summary can leave it out.
+    assert {entry['pid']: entry['is_self'] for entry in plan.protected} == {14: False, 15: True}
     clients = plan_release(holders, build_scope([0, 1], kinds=['compute', 'client']))
     assert 13 in clients.target_pids
     assert 14 not in clients.target_pids and 15 not in clients.target_pids
