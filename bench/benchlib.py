@@ -22,8 +22,8 @@ GPU_BEGIN = '<!-- gpu-results:begin -->'
 GPU_END = '<!-- gpu-results:end -->'
 
 CPU_HEADER = ('| figure | ratio | ours median s | baseline median s | baseline | reps | spread min-max s (ours / baseline) | '
-              'overhead s | machine | date |\n'
-              '|---|---|---|---|---|---|---|---|---|---|')
+              'overhead s | notes | machine | date |\n'
+              '|---|---|---|---|---|---|---|---|---|---|---|')
 GPU_HEADER = ('| date | machine | figure | ratio | ours median s | baseline median s | overhead s | '
               'protected killed (ours/baseline) | foreign killed (ours/baseline) | reps | checks | file |\n'
               '|---|---|---|---|---|---|---|---|---|---|---|---|')
@@ -124,14 +124,30 @@ def cpu_rows(results):
     rows = []
     for item in results:
         if item.get('skipped'):
-            rows.append('| `%s` | skipped | - | - | %s | - | - | - | %s | %s |' % (
+            rows.append('| `%s` | skipped | - | - | %s | - | - | - | - | %s | %s |' % (
                 item['name'], item.get('skipped'), item.get('machine', '-'), item.get('date', '-')))
             continue
-        rows.append('| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
+        rows.append('| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
             item['name'], _fmt(item.get('ratio')), _fmt(item.get('ours_median_s')),
             _fmt(item.get('baseline_median_s')), item.get('baseline', '-'), item.get('repetitions', '-'),
-            _spread_text(item), _fmt(item.get('overhead_s')), item.get('machine', '-'), item.get('date', '-')))
+            _spread_text(item), _fmt(item.get('overhead_s')), _notes(item), item.get('machine', '-'),
+            item.get('date', '-')))
     return rows
+
+
+def _notes(item):
+    """The extras of a CPU entry worth a glance: connection, fleet floor, 4 hosts."""
+    notes = []
+    if item.get('connection'):
+        notes.append('connection %s' % item['connection'])
+    if item.get('ratio_4_vs_1') is not None:
+        notes.append('4 hosts: ratio %s' % _fmt(item['ratio_4_vs_1']))
+    if item.get('floor_ratio') is not None:
+        notes.append('one-ping floor: ratio %s (%s s / %s s)' % (
+            _fmt(item['floor_ratio']), _fmt(item.get('floor_16_median_s')), _fmt(item.get('floor_1_median_s'))))
+    if item.get('ansible_task_median_s') is not None:
+        notes.append('Ansible task %s s' % _fmt(item['ansible_task_median_s']))
+    return '; '.join(notes) or '-'
 
 
 def _pair(value):

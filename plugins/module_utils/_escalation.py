@@ -1603,7 +1603,9 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         summary += ' in %.2f s' % outcome['elapsed_seconds']
     if result['supervisors']:
         summary += ', %d supervisor%s' % (len(result['supervisors']), '' if len(result['supervisors']) == 1 else 's')
-    summary += '; %d protected, %d skipped' % (len(plan.protected), len(plan.skipped))
+    # The module's own processes hold the device nodes while NVML is open: listed, not counted.
+    summary += '; %d protected, %d skipped' % (
+        len([entry for entry in plan.protected if not entry.get('is_self')]), len(plan.skipped))
     if result['survivors'] or result['stuck_gpus']:
         summary += '; %d survivor%s, %d GPU%s with a stuck context' % (
             len(result['survivors']), '' if len(result['survivors']) == 1 else 's',

@@ -337,6 +337,10 @@ def test_entry_and_readme(tmp_path):
     assert benchlib.checks_text([{'ok': True}, {'ok': False}]) == '1 of 2 failed'
     assert benchlib.checks_text([{'ok': True}]) == 'all 1 passed'
     benchlib.replace_cpu_table([dict(item, name='reclaim_vs_raw_sim')], path=str(readme))
+    fleet = dict(item, name='fleet_16_vs_1', connection='ssh', ratio_4_vs_1=1.5, floor_ratio=4.25,
+                 floor_16_median_s=3.4, floor_1_median_s=0.8)
+    assert '| connection ssh; 4 hosts: ratio 1.500; one-ping floor: ratio 4.250 (3.400 s / 0.800 s) |' \
+        in benchlib.cpu_rows([fleet])[0]
     benchlib.replace_cpu_table([{'name': 'fleet_16_vs_1', 'skipped': 'no simulated hosts'}], path=str(readme))
     text = readme.read_text()
     assert '`fleet_16_vs_1` | skipped' in text and 'reclaim_vs_raw_sim' not in text

@@ -40,6 +40,8 @@ CACHE = os.path.join(BUILD, "cache")
 STAGE = os.path.join(BUILD, "stage")
 COLLECTIONS = os.path.join(REPO, "build", "collections")
 SSH_KEY = os.path.join(BUILD, "ssh", "id_ed25519")
+# ssh's configuration for every simulated host: ansible_ssh_common_args="-F <it>"
+SSH_CONFIG = os.path.join(BUILD, "ssh", "config")
 # Where a host's sshd looks for the key (tests/simhost/image: sshd_config.d).
 AUTHORIZED_KEYS = "/etc/ssh/gpusim_authorized_keys"
 
@@ -390,15 +392,28 @@ def _ensure_host_image(force=False):
 
 
 def ensure_ssh_key():
-    """The key Ansible logs in with (root, on simulated hosts only)."""
-    if os.path.exists(SSH_KEY) and os.path.exists(SSH_KEY + ".pub"):
-        return SSH_KEY
-    os.makedirs(os.path.dirname(SSH_KEY), mode=0o700, exist_ok=True)
-    for path in (SSH_KEY, SSH_KEY + ".pub"):
-        if os.path.exists(path):
-            os.unlink(path)
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpusim-ansible",
-         "-f", SSH_KEY], capture=True)
+    """The key Ansible logs in with (root, on simulated hosts only), and the
+    ssh configuration that reaches a host without a network: its ProxyCommand
+    runs the host's sshd in inetd mode through podman exec, once per
+    connection; Ansible's ControlPersist keeps that connection for the tasks
+    that follow."""
+    if not (os.path.exists(SSH_KEY) and os.path.exists(SSH_KEY + ".pub")):
+        os.makedirs(os.path.dirname(SSH_KEY), mode=0o700, exist_ok=True)
+        for path in (SSH_KEY, SSH_KEY + ".pub"):
+            if os.path.exists(path):
+                os.unlink(path)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpusim-ansible",
+             "-f", SSH_KEY], capture=True)
+    write_if_changed(SSH_CONFIG, (
+        "# Written by tests/simhost/simhost: how ssh reaches a simulated host.\n"
+        "Host %s*\n"
+        "  ProxyCommand %s exec -i %%h /usr/sbin/sshd -i\n"
+        "  User root\n"
+        "  IdentityFile %s\n"
+        "  IdentitiesOnly yes\n"
+        "  UserKnownHostsFile /dev/null\n"
+        "  StrictHostKeyChecking no\n"
+        "  LogLevel ERROR\n" % (PREFIX, os.path.join(HERE, "podman"), SSH_KEY)))
     return SSH_KEY
 
 
@@ -541,25 +556,14 @@ def cmd_env(_args):
         print("export %s=%s" % (key, env[key]))
 
 
-def ssh_common_args():
-    """How ssh reaches a host without a network: its ProxyCommand runs the
-    host's sshd in inetd mode through podman exec, once per connection, and
-    Ansible's ControlPersist keeps that connection for the following tasks."""
-    podman_wrapper = os.path.join(HERE, "podman")
-    return ('-o ProxyCommand="%s exec -i %%h /usr/sbin/sshd -i" '
-            "-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no "
-            "-o LogLevel=ERROR" % podman_wrapper)
-
-
 def host_vars(connection):
     if connection == "podman":
         return {"ansible_connection": "containers.podman.podman",
                 "ansible_podman_executable": os.path.join(HERE, "podman"),
                 "ansible_python_interpreter": "/usr/bin/python3"}
+    ensure_ssh_key()
     return {"ansible_connection": "ssh",
-            "ansible_user": "root",
-            "ansible_ssh_private_key_file": ensure_ssh_key(),
-            "ansible_ssh_common_args": ssh_common_args(),
+            "ansible_ssh_common_args": "-F %s" % SSH_CONFIG,
             "ansible_ssh_pipelining": True,
             "ansible_python_interpreter": "/usr/bin/python3"}
 

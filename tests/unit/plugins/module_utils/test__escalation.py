@@ -133,6 +133,10 @@ def test_plan_scope_protection_and_kinds():
     assert plan.changes
     # The module's own process is protected, and says so, so a summary can leave it out.
     assert {entry['pid']: entry['is_self'] for entry in plan.protected} == {14: False, 15: True}
+    # ... and the message counts the protected holders without it.
+    gpus = [{'index': 0, 'uuid': 'GPU-0', 'memory_used_mib': 100}, {'index': 1, 'uuid': 'GPU-1', 'memory_used_mib': 0}]
+    message = esc.shape_result(gpus, holders, plan, check_mode=True)['msg']
+    assert message.startswith('would release 2 holders of GPU 0, 1') and '; 1 protected, 3 skipped' in message
     clients = plan_release(holders, build_scope([0, 1], kinds=['compute', 'client']))
     assert 13 in clients.target_pids
     assert 14 not in clients.target_pids and 15 not in clients.target_pids
