@@ -35,7 +35,7 @@ SCENARIOS ?= $(sort $(filter-out utils,$(notdir $(patsubst %/molecule.yml,%,$(wi
 .PHONY: help
 help:
 	@echo "make demo    free the GPUs of the built-in simulated 8-GPU host"
-	@echo "make test    run every test (unit, sanity, lint, changelog, docs, molecule)"
+	@echo "make test    run every test (unit, sanity, lint, changelog, docs, molecule, bench tools)"
 	@echo "make bench   run the CPU-side benchmarks and write bench/results/latest.json"
 
 # --- set-up ---------------------------------------------------------------
@@ -107,8 +107,13 @@ molecule: testbed
 	  $(BIN)/molecule test -s $$scenario || exit 1; \
 	done
 
+# bench/nshosts.py (the fleet benchmark's namespace hosts) needs the stand-in NVML that the testbed builds.
+.PHONY: bench-tests
+bench-tests: testbed
+	cd $(ROOT) && $(BIN)/python -m pytest -q -p no:cacheprovider tests/bench
+
 .PHONY: test
-test: venv tree units sanity lint changelog-lint docs molecule
+test: venv tree units sanity lint changelog-lint docs molecule bench-tests
 	@echo "make test: all passed"
 
 # --- demonstration ---------------------------------------------------------

@@ -53,6 +53,7 @@ sys.path.insert(0, HERE)
 import benchlib  # noqa: E402  pylint: disable=wrong-import-position
 
 SIMHOST = os.path.join(ROOT, 'tests', 'simhost', 'simhost')
+NSHOSTS = os.path.join(HERE, 'nshosts.py')
 PODMAN = os.path.join(ROOT, 'tests', 'simhost', 'podman')
 PROBE = os.path.join(ROOT, 'tests', 'gpu', 'nvml_probe.py')
 CALLBACKS = os.path.join(ROOT, 'tests', 'gpu', 'callback_plugins')
@@ -91,9 +92,16 @@ def run(command, timeout=600, check=True, **kwargs):
 
 
 def tool(name):
-    """A program of this Python's environment (the venv), else from PATH."""
+    """A program of this Python's environment (the venv), else from PATH, as a command list. An Ansible
+    program that is neither (ansible-core installed with pip --target) runs as python -m ansible.cli.X."""
     candidate = os.path.join(BIN, name)
-    return candidate if os.access(candidate, os.X_OK) else (shutil.which(name) or name)
+    if os.access(candidate, os.X_OK):
+        return [candidate]
+    if shutil.which(name):
+        return [shutil.which(name)]
+    if name.startswith('ansible'):
+        return [sys.executable, '-m', 'ansible.cli.' + (name.split('-', 1)[1] if '-' in name else 'adhoc')]
+    return [name]
 
 
 # -- simulated hosts ----------------------------------------------------------------
@@ -101,8 +109,18 @@ def tool(name):
 class Hosts:
     """The simulated hosts this script starts, removed by exact name at the end."""
 
+    connection_label = None
+
     def __init__(self):
         self.started = []
+
+    @staticmethod
+    def fleet_names(count):
+        return FLEET_HOSTS[:count]
+
+    @staticmethod
+    def inventory(path, names, connection):
+        return inventory(path, names, connection)
 
     def require(self):
         if not os.access(SIMHOST, os.X_OK):
@@ -145,6 +163,63 @@ class Hosts:
 
     def reset(self, name):
         self.execute(name, 'gpusim', 'reset-state')
+
+
+class NsHosts:
+    """The light hosts of bench/nshosts.py (PID and mount namespaces, no podman), for the fleet figure on a
+    machine with many cores and no container engine. Reached with the local connection through nsenter."""
+
+    connection_label = 'local, through nsenter'
+
+    def __init__(self, work, python):
+        self.dir = os.path.join(work, 'nshosts')
+        self.python = python
+        self.up_count = 0
+
+    def require(self):
+        if os.geteuid() != 0:
+            raise Skip('namespace hosts need root (unshare, mount, mknod)')
+        for name in ('unshare', 'nsenter', 'mount'):
+            if not shutil.which(name):
+                raise Skip('namespace hosts need %s (util-linux)' % name)
+
+    @staticmethod
+    def fleet_names(count):
+        return ['nshost-%02d' % number for number in range(1, count + 1)]
+
+    def up_many(self, names, gpus=2):
+        self.up_count = max(self.up_count, len(names))
+        run([sys.executable, NSHOSTS, 'up', '--dir', self.dir, '--count', str(len(names)), '--gpus', str(gpus),
+             '--python', self.python], timeout=120)
+
+    def down(self):
+        if self.up_count:
+            run([sys.executable, NSHOSTS, 'down', '--dir', self.dir], check=False, timeout=120)
+            self.up_count = 0
+
+    def hold(self, name, gpu, mib, title, ignore_term=False):
+        command = [sys.executable, NSHOSTS, 'hold', '--dir', self.dir, name, '--', '--gpu', str(gpu),
+                   '--mib', str(mib), '--title', title]
+        if ignore_term:
+            command.append('--ignore-term')
+        return json.loads(run(command, timeout=120).stdout.strip().splitlines()[-1])
+
+    def workload(self, name):
+        return [self.hold(name, 0, 40960, 'VLLM::Worker_TP0'),
+                self.hold(name, 1, 40960, 'VLLM::Worker_TP1', ignore_term=True),
+                self.hold(name, 0, 512, 'VLLM::EngineCore')]
+
+    def reset(self, name):
+        """Nothing to do: the role releases every holder, and a zombie holds nothing."""
+
+    def inventory(self, path, names, connection):
+        with open(os.path.join(self.dir, 'inventory.json')) as handle:
+            data = json.load(handle)
+        hosts = data['gpu_hosts']['hosts']
+        data['gpu_hosts']['hosts'] = {name: hosts[name] for name in names}
+        with open(path, 'w') as handle:
+            json.dump(data, handle, indent=2)
+        return path
 
 
 def inventory(path, names, connection):
@@ -232,8 +307,8 @@ def bench_reclaim(context):
         timing = os.path.join(context.work, 'reclaim-%d.jsonl' % repetition)
         env = ansible_env(context.work, ANSIBLE_CALLBACK_PLUGINS=CALLBACKS, ANSIBLE_CALLBACKS_ENABLED='gpu_timing',
                           ANSIBLE_LOAD_CALLBACK_PLUGINS='true', GPU_TIMING_FILE=timing)
-        timed([tool('ansible'), 'gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_reclaim', '-a',
-               json.dumps({'grace_seconds': GRACE_SECONDS, 'poll_interval': 0.005})],
+        arguments = json.dumps({'grace_seconds': GRACE_SECONDS, 'poll_interval': 0.005})
+        timed(tool('ansible') + ['gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_reclaim', '-a', arguments],
               env, os.path.join(context.work, 'reclaim.log'))
         result, start, end = module_result(timing, 'gpuops.reclaim.gpu_reclaim')
         if len(result.get('released', [])) != 3 or result.get('survivors'):
@@ -288,8 +363,8 @@ def bench_role_noop(context):
     log_path = os.path.join(context.work, 'noop.log')
     ours, baseline = [], []
     for dummy in range(context.repetitions):
-        ours.append(timed([tool('ansible-playbook'), '-i', inv, PLAYBOOK], env, log_path))
-        baseline.append(timed([tool('ansible-playbook'), '-i', inv, ONE_TASK], env, log_path))
+        ours.append(timed(tool('ansible-playbook') + ['-i', inv, PLAYBOOK], env, log_path))
+        baseline.append(timed(tool('ansible-playbook') + ['-i', inv, ONE_TASK], env, log_path))
     return benchlib.entry('role_noop_vs_one_task', ours, baseline,
                           'bench/playbooks/one_task.yml: one task running nvidia-smi on the same host',
                           context.machine)
@@ -327,8 +402,8 @@ def bench_incident(context):
         timing = os.path.join(context.work, 'incident-%d.jsonl' % repetition)
         env = ansible_env(context.work, ANSIBLE_CALLBACK_PLUGINS=CALLBACKS, ANSIBLE_CALLBACKS_ENABLED='gpu_timing',
                           ANSIBLE_LOAD_CALLBACK_PLUGINS='true', GPU_TIMING_FILE=timing)
-        timed([tool('ansible-playbook'), '-i', inv, PLAYBOOK, '-e',
-               json.dumps({'gpu_reclaim_report_dir': reports, 'gpu_reclaim_grace_seconds': GRACE_SECONDS})],
+        extra = json.dumps({'gpu_reclaim_report_dir': reports, 'gpu_reclaim_grace_seconds': GRACE_SECONDS})
+        timed(tool('ansible-playbook') + ['-i', inv, PLAYBOOK, '-e', extra],
               env, os.path.join(context.work, 'incident.log'))
         with open(os.path.join(reports, host + '.json')) as handle:
             summary = json.load(handle)
@@ -350,9 +425,11 @@ def bench_incident(context):
 
 def bench_fleet(context):
     context.hosts.require()
-    require_collection_tree()
-    log('starting %d simulated hosts' % len(FLEET_HOSTS))
-    context.hosts.up_many(FLEET_HOSTS)
+    if isinstance(context.hosts, Hosts):
+        require_collection_tree()
+    fleet = context.hosts.fleet_names(16)
+    log('starting %d simulated hosts' % len(fleet))
+    context.hosts.up_many(fleet)
     env = ansible_env(context.work)
     log_path = os.path.join(context.work, 'fleet.log')
     samples = {1: [], 4: [], 16: []}
@@ -360,22 +437,24 @@ def bench_fleet(context):
     repetitions = min(context.repetitions, 3)
     for dummy in range(repetitions):
         for count in (1, 4, 16):
-            names = FLEET_HOSTS[:count]
+            names = fleet[:count]
             with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
                 list(pool.map(lambda name: (context.hosts.reset(name), context.hosts.workload(name)), names))
-            inv = inventory(os.path.join(context.work, 'fleet-%d.json' % count), names, context.connection)
-            samples[count].append(timed([tool('ansible-playbook'), '-i', inv, '-f', str(count), PLAYBOOK,
-                                         '-e', 'gpu_reclaim_grace_seconds=%d' % GRACE_SECONDS], env, log_path))
+            inv = context.hosts.inventory(os.path.join(context.work, 'fleet-%d.json' % count), names,
+                                          context.connection)
+            samples[count].append(timed(tool('ansible-playbook') + ['-i', inv, '-f', str(count), PLAYBOOK, '-e',
+                                                                    'gpu_reclaim_grace_seconds=%d' % GRACE_SECONDS],
+                                        env, log_path))
             if count in floor:
-                floor[count].append(timed([tool('ansible-playbook'), '-i', inv, '-f', str(count), PING],
+                floor[count].append(timed(tool('ansible-playbook') + ['-i', inv, '-f', str(count), PING],
                                           env, log_path))
-    for name in FLEET_HOSTS:
+    for name in fleet:
         context.hosts.reset(name)
     four = benchlib.summary(samples[4])
     floor_one, floor_sixteen = benchlib.summary(floor[1])[0], benchlib.summary(floor[16])[0]
     return benchlib.entry('fleet_16_vs_1', samples[16], samples[1],
-                          'the same playbook on 1 host; forks equal to the host count; each host has 2 GPUs '
-                          'and 2 orphaned workers (one ignoring SIGTERM)',
+                          'the same playbook on 1 host; forks equal to the host count; each host has 2 GPUs, '
+                          'two orphaned 40 GiB workers (one ignoring SIGTERM) and an engine',
                           context.machine, hosts_4_median_s=benchlib._round(four[0]),  # pylint: disable=protected-access
                           hosts_4_samples_s=[benchlib._round(v) for v in samples[4]],  # pylint: disable=protected-access
                           ratio_4_vs_1=round(four[0] / benchlib.summary(samples[1])[0], 4),
@@ -395,12 +474,12 @@ FIGURES = {
 
 
 class Context:
-    def __init__(self, repetitions, work, connection):
+    def __init__(self, repetitions, work, connection, hosts='simhost', python=None):
         self.repetitions = repetitions
         self.connection = connection
         self.work = work
         self.machine = benchlib.cpu_machine()
-        self.hosts = Hosts()
+        self.hosts = Hosts() if hosts == 'simhost' else NsHosts(work, python or sys.executable)
 
 
 def main(argv=None):
@@ -411,6 +490,11 @@ def main(argv=None):
     parser.add_argument('--no-readme', action='store_true')
     parser.add_argument('--connection', choices=('ssh', 'podman'), default='ssh',
                         help='how Ansible reaches the simulated hosts (default: ssh with pipelining, as a real host)')
+    parser.add_argument('--hosts', choices=('simhost', 'ns'), default='simhost',
+                        help='simulated hosts: podman containers (tests/simhost, default) or namespaces '
+                        '(bench/nshosts.py: fleet_16_vs_1 only, for a machine without podman)')
+    parser.add_argument('--module-python', help='with --hosts ns: the Python that runs modules on the hosts '
+                        '(needs psutil and nvidia-ml-py; default: this one)')
     parser.add_argument('--keep-hosts', action='store_true', help='leave the simulated hosts running')
     args = parser.parse_args(argv)
     names = [name.strip() for name in (args.only or ','.join(NAMES)).split(',') if name.strip()]
@@ -418,7 +502,9 @@ def main(argv=None):
     if unknown:
         parser.error('--only: unknown figure %s; choose from %s' % (', '.join(unknown), ', '.join(NAMES)))
     work = tempfile.mkdtemp(prefix='bench-', dir=os.path.join(ROOT, 'build') if os.path.isdir(os.path.join(ROOT, 'build')) else None)
-    context = Context(args.repetitions, work, args.connection)
+    if args.hosts == 'ns' and names != ['fleet_16_vs_1']:
+        parser.error('--hosts ns measures fleet_16_vs_1 only: pass --only fleet_16_vs_1')
+    context = Context(args.repetitions, work, args.connection, args.hosts, args.module_python)
     results = []
     failed = False
     began = time.time()
@@ -437,7 +523,7 @@ def main(argv=None):
                         'date': benchlib.today()}
                 failed = True
             if name != 'discovery_vs_fuser_10k' and 'ratio' in item:
-                item['connection'] = context.connection
+                item['connection'] = context.hosts.connection_label or context.connection
             item['seconds'] = round(time.time() - started, 1)
             results.append(item)
             if 'ratio' in item:

@@ -41,7 +41,7 @@ STARTED = STATE + "/started"
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 LIBRARY_OFF = "/usr/lib/gpusim/libnvidia-ml.so.1.disabled"
 SELF = os.path.realpath(__file__)
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable or "/usr/bin/python3"
 CLIENT_UNITS = ["nvidia-persistenced.service", "nvidia-dcgm.service",
                 "dcgm-exporter.service"]
 DEFAULTS = {
