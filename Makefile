@@ -112,8 +112,9 @@ molecule: testbed
 bench-tests: testbed
 	cd $(ROOT) && $(BIN)/python -m pytest -q -p no:cacheprovider tests/bench
 
+# The testbed first: the stand-in NVML's own unit tests need the nvml.h it unpacks.
 .PHONY: test
-test: venv tree units sanity lint changelog-lint docs molecule bench-tests
+test: venv tree testbed units sanity lint changelog-lint docs molecule bench-tests
 	@echo "make test: all passed"
 
 # --- demonstration ---------------------------------------------------------
