@@ -466,6 +466,9 @@ def cmd_up(args):
     started = time.time()
     tag = ensure_host_image()
     key = ensure_ssh_key()
+    # A host keeps the key it started with (a bind mount): a new key means a new host.
+    with open(key + ".pub", "rb") as handle:
+        key_digest = hashlib.sha256(handle.read()).hexdigest()[:16]
     name = container_name(args.name)
     existing = inspect(name)
     if existing:
@@ -473,6 +476,7 @@ def cmd_up(args):
         if ours.get(LABEL) != "host":
             die("%s exists and was not created by simhost; not touching it" % name)
         same = (existing["State"].get("Running")
+                and ours.get(LABEL + ".key") == key_digest
                 and ours.get(LABEL + ".gpus") == str(args.gpus)
                 and ours.get(LABEL + ".gpu-mib") == str(args.gpu_mib)
                 and existing.get("ImageName") == tag)
@@ -485,6 +489,7 @@ def cmd_up(args):
            "--label", "%s=host" % LABEL,
            "--label", "%s.gpus=%d" % (LABEL, args.gpus),
            "--label", "%s.gpu-mib=%d" % (LABEL, args.gpu_mib),
+           "--label", "%s.key=%s" % (LABEL, key_digest),
            "--env", "GPUSIM_GPUS=%d" % args.gpus,
            "--env", "GPUSIM_GPU_MIB=%d" % args.gpu_mib,
            # Ansible's key, for `sshd -i` run through podman exec (no network)
