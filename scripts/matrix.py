@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Run ansible-test units and sanity on each ansible-core release of the matrix.
 
-    scripts/matrix [--tests units,sanity] [VERSION ...]
+    python3 scripts/matrix.py [--tests units,sanity] [--ends] [VERSION ...]
 
 VERSION is a release of tests/matrix/versions.txt or its minor (2.16); none
 means every release there. A release whose controller is `host` runs under
@@ -14,7 +13,7 @@ that this script fills once with pip on this machine (build/matrix/wheels-*).
 
 Everything is cached under build/matrix/: venvs, ansible-test's own venvs
 (its HOME), the wheels. The collection is copied to
-build/matrix/tree/ansible_collections/gpuops/reclaim for each run.
+build/matrix/<version>/tree/ansible_collections/gpuops/reclaim for each run.
 Python 3 standard library only.
 """
 
@@ -29,8 +28,6 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 MATRIX = os.path.join(ROOT, "build", "matrix")
-TREE_BASE = os.path.join(MATRIX, "tree")
-TREE = os.path.join(TREE_BASE, "ansible_collections", "gpuops", "reclaim")
 VERSIONS_FILE = os.path.join(ROOT, "tests", "matrix", "versions.txt")
 GET_PIP_STAND_IN = os.path.join(ROOT, "scripts", "get-pip-offline.py")
 SIMHOST = os.path.join(ROOT, "tests", "simhost", "simhost")
@@ -88,11 +85,18 @@ def pick(versions, wanted):
     return chosen
 
 
-def copy_tree():
+def tree_of(version):
+    """Where ansible-test runs for this release: a copy of its own."""
+    return os.path.join(MATRIX, version, "tree", "ansible_collections", "gpuops", "reclaim")
+
+
+def copy_tree(version):
     """Tracked and new (not ignored) files, as scripts/collection-tree copies them."""
-    if os.path.isdir(TREE_BASE):
-        shutil.rmtree(TREE_BASE)
-    os.makedirs(TREE)
+    tree = tree_of(version)
+    tree_base = os.path.dirname(os.path.dirname(os.path.dirname(tree)))
+    if os.path.isdir(tree_base):
+        shutil.rmtree(tree_base)
+    os.makedirs(tree)
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout.split(b"\0")
@@ -101,21 +105,21 @@ def copy_tree():
         source = os.path.join(ROOT, path)
         if not raw or not os.path.isfile(source):
             continue
-        target = os.path.join(TREE, path)
+        target = os.path.join(tree, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copy2(source, target)
     # A git repository of its own, so that ansible-test lists its files
     # instead of applying this repository's ignore rules (build/).
-    subprocess.run(["git", "init", "-q"], cwd=TREE, check=True)
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
     # The stand-in NVML's own tests compile it against nvml.h, which the
     # testbed set-up unpacks into build/ (ignored, so not copied above).
     include = os.path.join(ROOT, "build", "simhost", "nvml-include")
     if os.path.isdir(include):
-        shutil.copytree(include, os.path.join(TREE, "build", "simhost", "nvml-include"))
+        shutil.copytree(include, os.path.join(tree, "build", "simhost", "nvml-include"))
     # ansible-test finds the containers.podman collection, if present, beside ours.
     podman_collection = os.path.join(ROOT, "build", "collections", "ansible_collections", "containers")
     if os.path.isdir(podman_collection):
-        os.symlink(podman_collection, os.path.join(TREE_BASE, "ansible_collections", "containers"))
+        os.symlink(podman_collection, os.path.join(tree_base, "ansible_collections", "containers"))
 
 
 def seed_get_pip(home):
@@ -162,7 +166,7 @@ def run_on_host(version, tests):
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
     controller = python_version_of(os.path.join(venv, "bin", "python"))
     for command in ansible_test_commands(tests, controller):
-        code = run([os.path.join(venv, "bin", "ansible-test")] + command, cwd=TREE, env=env)
+        code = run([os.path.join(venv, "bin", "ansible-test")] + command, cwd=tree_of(version), env=env)
         if code != 0:
             return code
     return 0
@@ -231,6 +235,12 @@ def run_in_container(version, controller, tests):
     home = os.path.join(MATRIX, "home-" + controller)
     seed_get_pip(home)
     venv = os.path.join(MATRIX, version, "venv-" + controller)
+    # ansible-test passes few environment variables to the pip it runs; the
+    # container's site-wide pip configuration reaches every pip there.
+    pip_conf = os.path.join(MATRIX, "pip-%s.conf" % controller)
+    with open(pip_conf, "w") as handle:
+        handle.write("[global]\nno-index = true\nfind-links = %s\n"
+                     "disable-pip-version-check = true\n" % wheels)
     steps = [
         "set -e",
         'if [ ! -e "%s/.installed" ]; then rm -rf "%s"; python3 -m venv "%s"; '
@@ -242,10 +252,9 @@ def run_in_container(version, controller, tests):
         steps.append("ansible-test " + " ".join(command))
     cmd = [PODMAN, "run", "--rm", "--network", "none", "--pids-limit", PIDS_LIMIT,
            "--label", "io.gpuops.matrix=%s" % version,
-           "--volume", "%s:%s" % (ROOT, ROOT), "--workdir", TREE,
+           "--volume", "%s:%s" % (ROOT, ROOT), "--workdir", tree_of(version),
            "--env", "HOME=" + home, "--env", "ANSIBLE_HOME=%s/.ansible" % home,
-           "--env", "PIP_NO_INDEX=1", "--env", "PIP_FIND_LINKS=" + wheels,
-           "--env", "PIP_DISABLE_PIP_VERSION_CHECK=1", "--env", "LC_ALL=C.UTF-8",
+           "--volume", "%s:/etc/pip.conf:ro" % pip_conf, "--env", "LC_ALL=C.UTF-8",
            image, "bash", "-c", "\n".join(steps)]
     return run(cmd)
 
@@ -254,15 +263,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", default="units,sanity",
                         help="comma-separated: units, sanity (default both)")
+    parser.add_argument("--ends", action="store_true",
+                        help="only the oldest and the newest release (make test)")
     parser.add_argument("versions", nargs="*", help="releases or minors, e.g. 2.16 2.21")
     args = parser.parse_args()
     tests = set(args.tests.split(","))
     if not tests or tests - {"units", "sanity"}:
         parser.error("--tests takes units and/or sanity, got %r" % args.tests)
     chosen = pick(read_versions(), args.versions)
-    copy_tree()
+    if args.ends:
+        chosen = [chosen[0], chosen[-1]] if len(chosen) > 1 else chosen
     results = []
     for version, controller in chosen:
+        copy_tree(version)
         started = time.time()
         log("=== ansible-core %s on %s: %s" % (version, controller, ", ".join(sorted(tests))))
         if controller == "host":

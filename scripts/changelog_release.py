@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Release the changelog in a scratch copy, check it, and compare CHANGELOG.rst.
 
-    scripts/changelog-release           check (make changelog-release-check)
-    scripts/changelog-release --write   also write the generated CHANGELOG.rst
+    python3 scripts/changelog_release.py           check (make changelog-release-check)
+    python3 scripts/changelog_release.py --write   also write the generated CHANGELOG.rst
                                         into the work tree (make changelog)
 
 The work tree's fragments are never consumed: `antsibull-changelog release`
