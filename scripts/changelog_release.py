@@ -97,7 +97,7 @@ def check_release(version, changelog):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--write", action="store_true",
                         help="write the generated CHANGELOG.rst into the work tree")
     args = parser.parse_args()

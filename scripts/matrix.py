@@ -79,7 +79,7 @@ def pick(versions, wanted):
                    if entry[0] == want or entry[0].startswith(want + ".")]
         if not matches:
             log("no release %s in %s; known: %s" % (
-                want, os.path.relpath(VERSIONS_FILE, ROOT), " ".join(v for v, _ in versions)))
+                want, os.path.relpath(VERSIONS_FILE, ROOT), " ".join(entry[0] for entry in versions)))
             sys.exit(2)
         chosen.extend(match for match in matches if match not in chosen)
     return chosen
@@ -260,7 +260,7 @@ def run_in_container(version, controller, tests):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--tests", default="units,sanity",
                         help="comma-separated: units, sanity (default both)")
     parser.add_argument("--ends", action="store_true",
@@ -290,7 +290,7 @@ def main():
     for version, controller, code, seconds in results:
         print("%-12s  %-10s  %-12s  %-6s  %.0f" % (
             version, controller, "+".join(sorted(tests)), "passed" if code == 0 else "FAILED", seconds))
-    sys.exit(0 if all(code == 0 for _, _, code, _ in results) else 1)
+    sys.exit(0 if all(result[2] == 0 for result in results) else 1)
 
 
 if __name__ == "__main__":
