@@ -140,7 +140,9 @@ def python_version_of(python):
 def ansible_test_commands(tests, python):
     commands = []
     if "units" in tests:
-        commands.append(["units", "--venv", "--python", python, "--color", "no"])
+        # The collection's own unit tests; those of the stand-in NVML
+        # (tests/unit/simhost) do not depend on ansible-core, and make units runs them.
+        commands.append(["units", "--venv", "--python", python, "--color", "no", "tests/unit/plugins"])
     if "sanity" in tests:
         commands.append(["sanity", "--venv", "--python", python, "--color", "no"])
     return commands
@@ -195,7 +197,9 @@ def fill_wheels(version, python):
               "--dest", wheels, "--quiet", "--disable-pip-version-check"]
     for platform in CONTAINER_PLATFORMS:
         target += ["--platform", platform]
-    pip = [sys.executable, "-m", "pip", "download"]
+    # The project's venv has pip; the system Python may not.
+    venv_pip = os.path.join(ROOT, ".venv", "bin", "pip")
+    pip = ([venv_pip] if os.access(venv_pip, os.X_OK) else [sys.executable, "-m", "pip"]) + ["download"]
     must(pip + target + ["ansible-core==" + version, "pip==25.2"])
     wheel = core_wheel(wheels, version)
     requirements = os.path.join(MATRIX, version, "requirements")
