@@ -142,7 +142,7 @@ def ansible_test_commands(tests, python):
     if "units" in tests:
         # The collection's own unit tests; those of the stand-in NVML
         # (tests/unit/simhost) do not depend on ansible-core, and make units runs them.
-        commands.append(["units", "--venv", "--python", python, "--color", "no", "tests/unit/plugins"])
+        commands.append(["units", "--venv", "--python", python, "--color", "no", "tests/unit/plugins/"])
     if "sanity" in tests:
         commands.append(["sanity", "--venv", "--python", python, "--color", "no"])
     return commands
