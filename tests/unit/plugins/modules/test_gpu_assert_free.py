@@ -89,10 +89,11 @@ def test_waits_until_memory_comes_back(run_module, gpus):
     timer = threading.Timer(0.3, release)
     timer.start()
     try:
-        result = run_module({'timeout_seconds': 5, 'poll_interval': 0.02})
+        result = run_module({'timeout_seconds': 30, 'poll_interval': 0.02})
     finally:
         timer.cancel()
-    assert result['free'] is True and 0.25 <= result['waited_seconds'] < 1.5
+    # Back as soon as the memory is, far before the 30 s timeout, even on a loaded machine.
+    assert result['free'] is True and 0.25 <= result['waited_seconds'] < 10.0
     assert result['msg'].startswith('2 GPUs free (0, 1) after ')
 
 
