@@ -119,10 +119,7 @@ except ImportError:  # pragma: no cover
     classify_device_path = scan_device_holders = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
-try:
-    from ._holders import protection as holder_protection
-except ImportError:  # pragma: no cover
-    holder_protection = None
+from ._protection import never_supervisor, protection_of
 
 try:
     import psutil
@@ -155,16 +152,6 @@ ON_SHARED_HOLDER = ('release', 'fail')
 # Signals a ladder may send by name. SIGSTOP/SIGCONT are the freeze step's
 # business; job-control and child signals make no sense here.
 LADDER_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGABRT', 'SIGKILL')
-
-# Parents never treated as supervisors: whoever started the workload, not the
-# workload. Killing a login shell, an init or a container runtime is too much.
-NEVER_SUPERVISORS = frozenset((
-    'sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'csh', 'tcsh', 'login', 'sshd', 'su', 'sudo',
-    'tmux', 'tmux: server', 'screen', 'SCREEN', 'systemd', 'init', '(sd-pam)',
-    'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'conmon', 'runc', 'crun',
-    'dockerd', 'docker', 'docker-init', 'podman', 'tini', 'dumb-init', 'catatonit',
-    'kubelet', 'slurmstepd', 'slurmd', 'srun', 'nohup', 'setsid', 'timeout', 'ansible',
-))
 
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
@@ -579,7 +566,7 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
             continue
         if ppid <= 2 or process.get('ppid') == 2 or ppid in scope.own_pids or process.get('is_self'):
             continue
-        if process.get('protected') or process.get('name') in NEVER_SUPERVISORS:
+        if process.get('protected') or never_supervisor(process):
             continue
         if not _user_matches(process, scope.users) or _permission_reason(process, scope):
             continue
@@ -1299,10 +1286,7 @@ class Escalation:
     def _protection(self, record):
         if self.protection is not None:
             return self.protection(record)
-        if holder_protection is None:  # pragma: no cover
-            return False, None
-        executable = os.path.basename(record.get('exe') or '') or record.get('name')
-        return holder_protection(record['pid'], executable, kernel_thread=record.get('ppid') == 2)
+        return protection_of(record)
 
     def _origins(self, pid, record):
         """The targets a newcomer comes from: its ancestor, else the targets of its GPUs."""

@@ -30,12 +30,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import fnmatch
 import os
 import pwd
 import traceback
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (  # noqa: F401 (re-exported)
+    DEFAULT_PROTECTED_EXECUTABLES,
+    DEFAULT_PROTECTED_UNITS,
+    PROTECTION_ARGUMENT_SPEC,
+    REASON_KERNEL_THREAD,
+    REASON_PID_1,
+    REASON_SELF,
+    protection,
+    protection_of,
+    unknown_unprotect,
+)
 
 try:
     import psutil
@@ -47,32 +57,8 @@ else:
     HAS_PSUTIL = True
     PSUTIL_IMP_ERR = None
 
-# Executables that serve the GPUs rather than use them. Stopping one breaks
-# monitoring, persistence or the display, and frees nothing a model needs.
-DEFAULT_PROTECTED_EXECUTABLES = (
-    'nvidia-persistenced',
-    'nv-hostengine',
-    'dcgm-exporter',
-    'nv-fabricmanager',
-    'nvidia-fabricmanager',
-    'nvidia-device-plugin',
-    'gpu-feature-discovery',
-    'Xorg',
-    'Xwayland',
-)
-
-# Options shared by every module that may act on holders; documented by the
-# doc fragment gpuops.reclaim.protection.
-PROTECTION_ARGUMENT_SPEC = dict(
-    protect=dict(type='list', elements='str', default=[]),
-    unprotect=dict(type='list', elements='str', default=[]),
-)
-
 MAPS_MODES = ('none', 'nvml', 'all')
 
-REASON_PID_1 = 'pid 1'
-REASON_KERNEL_THREAD = 'kernel thread'
-REASON_SELF = 'self or ancestor of this module'
 
 # Parents that adopt orphans besides PID 1 (user managers are subreapers).
 SUBREAPER_NAMES = ('systemd',)
@@ -139,35 +125,6 @@ def self_and_ancestors(pid=None, proc_root=_procfs.PROC_ROOT):
         except (OSError, ValueError, IndexError):
             break
     return found
-
-
-def _matches(name, patterns):
-    for pattern in patterns:
-        if name == pattern or fnmatch.fnmatchcase(name, pattern):
-            return pattern
-    return None
-
-
-def protection(pid, executable, kernel_thread=False, is_self=False, protect=(), unprotect=()):
-    """``(protected, reason)`` for a process.
-
-    ``executable`` is the basename of /proc/PID/exe (or comm when exe is
-    unreadable): never the title, which any process may set. ``protect``
-    adds names or fnmatch globs; ``unprotect`` removes default names (names or
-    globs), but never PID 1, kernel threads, or this module and its ancestors.
-    """
-    if pid == 1:
-        return True, REASON_PID_1
-    if kernel_thread:
-        return True, REASON_KERNEL_THREAD
-    if is_self:
-        return True, REASON_SELF
-    if executable:
-        if executable in DEFAULT_PROTECTED_EXECUTABLES and not _matches(executable, unprotect):
-            return True, 'default protected executable %s' % executable
-        if _matches(executable, protect):
-            return True, 'user protected executable %s' % executable
-    return False, None
 
 
 def classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available=False):
@@ -244,7 +201,8 @@ def _dev_minors(dev_dir):
 
 
 def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
-                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False):
+                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False,
+                 protect_units=()):
     """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
 
     ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
@@ -290,9 +248,11 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     memory_mib = sum(gpu_memory.values())
 
     uid = _procfs.status_uid(status)
-    executable = os.path.basename(exe) if exe else stat['comm']
     is_self = pid in ancestors
-    protected, reason = protection(pid, executable, stat['kernel_thread'], is_self, protect, unprotect)
+    protected, reason = protection_of(
+        {'pid': pid, 'exe': exe, 'name': stat['comm'], 'title': title, 'kernel_thread': stat['kernel_thread'],
+         'systemd_unit': cgroup['systemd_unit']},
+        protect, unprotect, protect_units, is_self=is_self)
     ppid = stat['ppid']
     orphaned = ppid == 1
     if not orphaned and ppid > 1:
@@ -341,7 +301,7 @@ def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
 
 
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
-             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None):
+             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=()):
     """Every process that holds a selected GPU, merged from NVML and /proc.
 
     ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
@@ -355,12 +315,12 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     warnings = list(getattr(nvml_view, 'warnings', None) or [])
     protect = tuple(protect or ())
     unprotect = tuple(unprotect or ())
+    protect_units = tuple(protect_units or ())
 
-    unknown_unprotect = [name for name in unprotect
-                         if not any(fnmatch.fnmatchcase(default, name) for default in DEFAULT_PROTECTED_EXECUTABLES)]
-    if unknown_unprotect:
-        warnings.append('unprotect names no default protected executable: %s (defaults: %s)' % (
-            ', '.join(unknown_unprotect), ', '.join(DEFAULT_PROTECTED_EXECUTABLES)))
+    unknown = unknown_unprotect(unprotect)
+    if unknown:
+        warnings.append('unprotect names no default protected executable or unit: %s (defaults: %s)' % (
+            ', '.join(unknown), ', '.join(DEFAULT_PROTECTED_EXECUTABLES + DEFAULT_PROTECTED_UNITS)))
 
     # GPUs and the minor -> index map.
     gpus = host_gpus(nvml_view, dev_dir)
@@ -433,7 +393,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         try:
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
                                   gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
-                                  nvml_available=bool(nvml_view is not None and nvml_view.available))
+                                  nvml_available=bool(nvml_view is not None and nvml_view.available),
+                                  protect_units=protect_units)
         except PermissionError:
             unreadable.add(pid)
             continue

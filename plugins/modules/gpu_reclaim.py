@@ -479,7 +479,6 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     PSUTIL_IMP_ERR,
     discover,
     host_gpus,
-    protection,
     self_and_ancestors,
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
@@ -490,6 +489,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     check_timeout,
     read_inventory,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import protection_of
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,
@@ -550,7 +550,8 @@ def main():
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
         own = self_and_ancestors()
-        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'])
+        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'],
+                            protect_units=params['protect_units'])
         for warning in snapshot.warnings:
             module.warn(warning)
         scope = build_scope(indices, users=params['users'], match=params['match'],
@@ -559,9 +560,8 @@ def main():
                             euid=os.geteuid(), own_pids=own)
 
         def protected(info):
-            executable = os.path.basename(info.get('exe') or '') or info.get('name')
-            return protection(info['pid'], executable, is_self=info['pid'] in own,
-                              protect=params['protect'], unprotect=params['unprotect'])
+            return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
+                                 protect_units=params['protect_units'], is_self=info['pid'] in own)
 
         try:
             plan = plan_release(snapshot.holders, scope,

@@ -363,7 +363,7 @@ def main():
         module.fail_json(msg=str(exc), nvml_available=nvml_view.available)
 
     snapshot = discover(nvml_view, protect=module.params['protect'], unprotect=module.params['unprotect'],
-                        gpu_indices=indices)
+                        protect_units=module.params['protect_units'], gpu_indices=indices)
     for warning in snapshot.warnings:
         module.warn(warning)
 

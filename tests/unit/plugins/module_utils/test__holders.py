@@ -242,7 +242,7 @@ def test_discover_warns_about_nodes_nvml_does_not_know(fake_dev, spawn_holder):
 
 def test_discover_warns_about_unknown_unprotect(fake_dev):
     snapshot = _holders.discover(nvml_view(), dev_dir=fake_dev, unprotect=['Xorg', 'nvtop'])
-    assert snapshot.warnings[0].startswith('unprotect names no default protected executable: nvtop')
+    assert snapshot.warnings[0].startswith('unprotect names no default protected executable or unit: nvtop')
 
 
 def test_discover_rejects_unknown_maps_mode():
@@ -328,7 +328,8 @@ def test_build_holder_protects_by_comm_when_exe_is_unreadable(tmp_path):
     proc_root = captured_proc(tmp_path, 'bash')
     record = _holders.build_holder(16175, {'/dev/nvidia0'}, {}, {0: 0}, {}, set(), ('VLLM::Engine) x',), (),
                                    proc_root=proc_root)
-    assert record['protected_reason'] == 'user protected executable VLLM::Engine) x'
+    assert record['protected_reason'] == ('user protected executable VLLM::Engine) x '
+                                          '(from comm VLLM::Engine) x; the executable cannot be read)')
 
 
 def test_unreadable_kernel_threads_are_not_counted(tmp_path, monkeypatch):
