@@ -289,6 +289,8 @@ def build_scope(gpus, users=None, match=None, systemd_units=None, containers=Non
             pattern = re.compile(match)
         except re.error as exc:
             raise EscalationError("match: invalid regular expression %r: %s" % (match, exc))
+    if kinds is not None and not list(kinds):
+        raise EscalationError('kinds: must name at least one of %s; got: []' % ', '.join(KINDS))
     kinds = list(kinds) if kinds else ['compute']
     for position, kind in enumerate(kinds):
         if kind not in KINDS:

@@ -93,6 +93,8 @@ options:
   users:
     description:
       - Release only holders run by these users (names or numeric UIDs). Empty means any user.
+      - A user that does not exist on the host is named in a warning and in RV(filter_warnings), so that a
+        typo that releases nothing says so.
     type: list
     elements: str
     default: []
@@ -105,6 +107,8 @@ options:
     description:
       - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs
         such as V(vllm-*.service) are allowed.
+      - A name or glob that matches no loaded unit on the host is named in a warning and in
+        RV(filter_warnings).
     type: list
     elements: str
     default: []
@@ -113,6 +117,8 @@ options:
       - Release only holders that run in one of these containers, each given as a runtime name (V(docker),
         V(containerd), V(cri-o), V(podman)), as a prefix of the container id, as V(kubepods) for every
         container of a Kubernetes pod whatever its runtime, or as a prefix of a pod's UID.
+      - One that matches no process's control group on the host is named in a warning and in
+        RV(filter_warnings).
     type: list
     elements: str
     default: []
@@ -120,6 +126,7 @@ options:
     description:
       - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders
         only hold a device node, as monitors and exporters do.
+      - An empty list is an error: it would select nothing to release.
     type: list
     elements: str
     choices: [compute, client]
@@ -135,14 +142,16 @@ options:
     description:
       - How long SIGTERM may take before the holder is frozen and killed, from 0 to 3600 seconds.
       - Used by the default ladder, and by every SIGTERM step of O(ladder) that gives no C(wait).
-    type: float
+      - A boolean is an error (Ansible would otherwise read V(true) as one second).
+    type: raw
     default: 10.0
   kill_seconds:
     description:
       - How long to wait after SIGKILL for the holder to exit and its memory to come back, from 0 to 3600
         seconds. A holder still alive then is a survivor.
       - Used by the default ladder, and by every SIGKILL step of O(ladder) that gives no C(wait).
-    type: float
+      - A boolean is an error.
+    type: raw
     default: 10.0
   ladder:
     description:
@@ -159,8 +168,8 @@ options:
     elements: dict
   poll_interval:
     description:
-      - Seconds between two looks at NVML and C(/proc) while waiting, from 0.005 to 5.
-    type: float
+      - Seconds between two looks at NVML and C(/proc) while waiting, from 0.005 to 5. A boolean is an error.
+    type: raw
     default: 0.05
   fail_on_survivors:
     description:
@@ -448,6 +457,14 @@ elapsed_seconds:
   returned: always
   type: float
   sample: 0.34
+filter_warnings:
+  description: One text per value of O(users), O(systemd_units) or O(containers) that names nothing on the host
+    (no such user, no loaded unit matches, no process runs in such a container), so that a typo that releases
+    nothing says so. Also given as warnings.
+  returned: always
+  type: list
+  elements: str
+  sample: ["users: nosuchuser is not a user on this host; no holder can match it"]
 nvml_available:
   description: Whether NVML could be used for discovery.
   returned: always
@@ -481,6 +498,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     host_gpus,
     self_and_ancestors,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -495,6 +513,32 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     SelectorError,
     resolve_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._unmatched import (
+    containers_here,
+    filter_warnings,
+    list_units_command,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_list_units
+
+SYSTEMCTL_TIMEOUT = 30
+
+
+def loaded_units(module, patterns):
+    """Names of the loaded units matching ``patterns``, or None (with a warning) when systemctl cannot tell."""
+    systemctl = module.get_bin_path('systemctl')
+    if not systemctl:
+        module.warn('systemd_units: systemctl is not installed here, so the unit names were not checked')
+        return None
+    argv = [systemctl] + list_units_command(patterns)[1:]
+    timeout = module.get_bin_path('timeout')
+    if timeout:
+        argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
+    rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+    if rc != 0:
+        module.warn('systemd_units: the unit names were not checked (systemctl list-units: rc=%d %s)'
+                    % (rc, err.strip()))
+        return None
+    return parse_list_units(out)
 
 
 def main():
@@ -505,10 +549,10 @@ def main():
         containers=dict(type='list', elements='str', default=[]),
         kinds=dict(type='list', elements='str', choices=['compute', 'client'], default=['compute']),
         on_shared_holder=dict(type='str', choices=['release', 'fail'], default='release'),
-        grace_seconds=dict(type='float', default=10.0),
-        kill_seconds=dict(type='float', default=10.0),
+        grace_seconds=seconds_spec(10.0),
+        kill_seconds=seconds_spec(10.0),
         ladder=dict(type='list', elements='dict'),
-        poll_interval=dict(type='float', default=DEFAULT_POLL_INTERVAL),
+        poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         fail_on_survivors=dict(type='bool', default=True),
     )
     argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
@@ -523,6 +567,9 @@ def main():
     params = module.params
 
     # Everything that can be wrong with the input fails here, before discovery.
+    error = convert_seconds(params, ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout'))
+    if error:
+        module.fail_json(msg=error)
     error = check_timeout(params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
@@ -548,6 +595,13 @@ def main():
             indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
         except SelectorError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
+
+        scope_warnings = filter_warnings(
+            params['users'], params['systemd_units'], params['containers'],
+            loaded_units=loaded_units(module, params['systemd_units']) if params['systemd_units'] else None,
+            host_containers=containers_here() if params['containers'] else None)
+        for warning in scope_warnings:
+            module.warn(warning)
 
         own = self_and_ancestors()
         snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'],
@@ -588,6 +642,7 @@ def main():
     result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=module.check_mode,
                           elapsed=time.monotonic() - started)
     result['nvml_available'] = view.available
+    result['filter_warnings'] = scope_warnings
     failed = result.pop('failed_release') and params['fail_on_survivors']
     result.pop('warnings_text')
     if not module._diff:

@@ -176,6 +176,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     PSUTIL_IMP_ERR,
     discover,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     NVML_ARGUMENT_SPEC,
     check_timeout,
@@ -219,7 +220,7 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if not HAS_PSUTIL:
         module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
-    error = check_timeout(module.params['nvml_timeout'])
+    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
     for index, pattern in enumerate(module.params['units']):

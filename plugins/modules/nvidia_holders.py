@@ -320,6 +320,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     discover,
     host_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -344,7 +345,7 @@ def main():
         module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
     if module.params['require_nvml'] and not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
-    error = check_timeout(module.params['nvml_timeout'])
+    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
 

@@ -71,12 +71,49 @@ def signals(monkeypatch):
     ({'kinds': ['monitor']}, 'value of kinds must be one or more of: compute, client. Got no match for: monitor'),
     ({'on_shared_holder': 'ask'}, 'value of on_shared_holder must be one of: release, fail, got: ask'),
     ({'nvml_timeout': 0}, 'nvml_timeout must be greater than 0 and at most 600 seconds; got: 0.0'),
+    # Ansible's float type would read true as one second.
+    ({'grace_seconds': True}, 'grace_seconds: must be a number of seconds, not a boolean; got: True'),
+    ({'kill_seconds': False}, 'kill_seconds: must be a number of seconds, not a boolean; got: False'),
+    ({'poll_interval': True}, 'poll_interval: must be a number of seconds, not a boolean; got: True'),
+    ({'nvml_timeout': True}, 'nvml_timeout: must be a number of seconds, not a boolean; got: True'),
+    ({'grace_seconds': 'ten'}, "grace_seconds: must be a number of seconds; got: 'ten'"),
+    ({'grace_seconds': 'nan'}, "grace_seconds: must be a finite number of seconds; got: 'nan'"),
+    ({'kinds': []}, 'kinds: must name at least one of compute, client; got: []'),
 ])
 def test_bad_input_fails_before_anything_is_signalled(run_module, two_gpus, signals, args, message):
     result = run_module(args)
     assert result['failed']
     assert result['msg'].startswith(message), result['msg']
     assert signals == []
+
+
+def test_seconds_given_as_text_are_numbers(run_module, two_gpus, signals):
+    result = run_module({'grace_seconds': '2.5', 'kill_seconds': 3, 'poll_interval': '0.1', 'nvml_timeout': '5'})
+    assert 'failed' not in result, result['msg']
+
+
+def test_a_bool_for_seconds_signals_nothing(run_module, no_library, fake_dev_discovery, spawn_holder, signals):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module({'grace_seconds': True})
+    assert result['failed'] and 'grace_seconds' in result['msg']
+    assert signals == [] and alive(holder)
+
+
+def test_filters_that_name_nothing_here_are_warned_about(run_module, no_library, fake_dev_discovery, spawn_holder,
+                                                         signals):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module({'users': ['nosuchuser-gpuops', 'root', '4242'], 'containers': ['0fabcdef0123']})
+    assert 'failed' not in result, result['msg']
+    assert result['filter_warnings'] == [
+        'users: nosuchuser-gpuops is not a user on this host; no holder can match it',
+        'containers: 0fabcdef0123 matches no container that a process on this host runs in; no holder can match it',
+    ]
+    assert result['released'] == [] and signals == [] and alive(holder)
+
+
+def test_filters_that_name_something_are_not_warned_about(run_module, no_library, signals):
+    result = run_module({'users': ['root']})
+    assert result['filter_warnings'] == []
 
 
 def test_missing_psutil_is_reported(run_module, monkeypatch):
