@@ -1032,6 +1032,25 @@ class Escalation:
         protected, dummy = self._protection(record)
         return bool(protected)
 
+    def _in_tree(self, pid):
+        """Whether a descendant of a target is frozen and killed with it (see ``_freeze_tree``)."""
+        return not self._excluded(pid) and not self._protected_descendant(pid)
+
+    def predict_trees(self):
+        """``{pid: [descendant pids]}``: what the freeze and SIGKILL steps would take with each target now.
+
+        Check mode's prediction of ``descendants_killed``: the same decision as
+        ``_freeze_tree`` (holders left alone, protected processes and this
+        module's own are never part of a tree), from the same look at the
+        process tree, with no signal. A holder that exits on SIGTERM in the
+        real run takes no descendant with it.
+        """
+        for record in self.plan.targets:
+            self.targets.setdefault(record['pid'], _Target(record))
+            self.known_pids.add(record['pid'])
+        return dict((pid, sorted(ref.pid for ref in self.prober.descendants(pid) if self._in_tree(ref.pid)))
+                    for pid in sorted(self.targets))
+
     def _freeze_tree(self, target):
         """SIGSTOP the target and its descendants until no new descendant appears."""
         outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
@@ -1042,8 +1061,7 @@ class Escalation:
         target.frozen = True
         for dummy in range(20):
             fresh = [ref for ref in self.prober.descendants(target.pid)
-                     if ref.pid not in target.tree and not self._excluded(ref.pid)
-                     and not self._protected_descendant(ref.pid)]
+                     if ref.pid not in target.tree and self._in_tree(ref.pid)]
             if not fresh:
                 break
             for ref in fresh:
@@ -1529,12 +1547,14 @@ def _describe_indices(indices):
     return ', '.join(str(i) for i in indices) if indices else 'none'
 
 
-def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0):
+def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0, predicted_trees=None):
     """The module's result from the GPU records, holders, plan and run outcome.
 
     ``outcome`` is what ``Escalation.run`` returned, or None when nothing ran
-    (check mode, or nothing to do).
+    (check mode, or nothing to do). ``predicted_trees`` is what
+    ``Escalation.predict_trees`` returned in check mode.
     """
+    predicted_trees = predicted_trees or {}
     selected = set(plan.gpus)
     memory_after = (outcome or {}).get('memory_after') or {}
     gpu_results = []
@@ -1549,8 +1569,8 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         released = []
         if check_mode:
             released = [summarize(record, last_signal=None, seconds_to_release=None, outcome='planned',
-                                  shared=bool(record.get('shared')), skipped_steps=[], descendants_killed=[],
-                                  adopted=False)
+                                  shared=bool(record.get('shared')), skipped_steps=[],
+                                  descendants_killed=list(predicted_trees.get(record['pid'], [])), adopted=False)
                         for record in plan.targets]
         supervisors = [dict(entry, outcome='would be frozen and killed' if check_mode else 'left alone')
                        for entry in plan.supervisors]
@@ -1576,8 +1596,11 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         'steps': outcome['steps'],
         'elapsed_seconds': round(elapsed, 3),
         'diff': {
-            'before': {'holders': [_holder_line(h) for h in in_scope]},
-            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone]},
+            # Descendants go with their holder's tree: killed (or, in check mode, to be killed) with it.
+            'before': {'holders': [_holder_line(h) for h in in_scope],
+                       'descendants': ['pid %s, descendant of pid %s' % (pid, entry['pid'])
+                                       for entry in outcome['released'] for pid in entry.get('descendants_killed') or []]},
+            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone], 'descendants': []},
         },
     }
     failures = failure_lines(outcome, gpus)
@@ -1587,6 +1610,9 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         _describe_indices(plan.gpus))
     if not check_mode and outcome.get('elapsed_seconds') is not None:
         summary += ' in %.2f s' % outcome['elapsed_seconds']
+    descendants = sum(len(entry.get('descendants_killed') or []) for entry in result['released'])
+    if descendants:
+        summary += ' with %d descendant%s' % (descendants, '' if descendants == 1 else 's')
     if result['supervisors']:
         summary += ', %d supervisor%s' % (len(result['supervisors']), '' if len(result['supervisors']) == 1 else 's')
     # The module's own processes hold the device nodes while NVML is open: listed, not counted.

@@ -77,12 +77,14 @@ attributes:
     support: full
     details:
       - Check mode computes the same plan, signals nothing, and returns in RV(released) the holders a real run
-        would signal. C(changed) predicts the real run.
+        would signal, each with the descendants its tree would lose (C(descendants_killed)), and the supervisors
+        that would be frozen and killed. C(changed) predicts the real run.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details:
-      - The diff lists the holders of the selected GPUs before and after the release.
+      - The diff lists the holders of the selected GPUs before and after the release, and the descendants
+        killed (in check mode, to be killed) with them.
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation
       indicates no change.
@@ -315,7 +317,9 @@ released:
       elements: dict
       sample: [{"signal": "SIGTERM", "reason": "ignores SIGTERM"}]
     descendants_killed:
-      description: PIDs of its descendants frozen and killed with it.
+      description: PIDs of its descendants frozen and killed with it. In check mode, the descendants that the
+        freeze and SIGKILL steps would take with it, judged as the real run judges them (a holder that exits on
+        SIGTERM takes none with it).
       type: list
       elements: int
       sample: []
@@ -624,7 +628,8 @@ def main():
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
         outcome = None
-        if plan.changes and not module.check_mode:
+        predicted_trees = None
+        if plan.changes:
             escalation = Escalation(
                 plan, ladder, nvml=session if view.available else None, log=module.log,
                 poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
@@ -633,14 +638,18 @@ def main():
                 protection=protected, own_pids=own,
                 minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
                                     if gpu.get('minor') is not None))
-            outcome = escalation.run()
-            for warning in outcome['warnings']:
-                module.warn(warning)
+            if module.check_mode:
+                # Plan, then stop: the trees the real run would freeze and kill, read the same way.
+                predicted_trees = escalation.predict_trees()
+            else:
+                outcome = escalation.run()
+                for warning in outcome['warnings']:
+                    module.warn(warning)
     finally:
         session.close()
 
     result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=module.check_mode,
-                          elapsed=time.monotonic() - started)
+                          elapsed=time.monotonic() - started, predicted_trees=predicted_trees)
     result['nvml_available'] = view.available
     result['filter_warnings'] = scope_warnings
     failed = result.pop('failed_release') and params['fail_on_survivors']

@@ -181,6 +181,41 @@ def test_check_mode_then_real_run_then_idempotent(run_module, no_library, fake_d
     assert again['changed'] is False and again['released'] == []
 
 
+def _prediction(result):
+    """What a run says it does (or would do): the parts check mode must predict."""
+    return {
+        'changed': result['changed'],
+        'released': sorted((e['pid'], tuple(e['descendants_killed'])) for e in result['released']),
+        'supervisors': sorted(e['pid'] for e in result['supervisors']),
+        'protected': sorted(e['pid'] for e in result['protected']),
+        'skipped_holders': sorted(e['pid'] for e in result['skipped_holders']),
+        'diff': result['diff'],
+    }
+
+
+def test_check_mode_predicts_the_real_run_descendants_included(run_module, no_library, fake_dev_discovery,
+                                                               spawn_holder, signals):
+    stubborn = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                             os.path.join(fake_dev_discovery, 'nvidia-uvm')], ignore_sigterm=True, forks=2)
+    tree = psutil.Process(stubborn.pid).children()
+    assert len(tree) == 2
+    args = {'gpus': ['0'], 'grace_seconds': 5, '_ansible_diff': True}
+
+    checked = run_module(dict(args, _ansible_check_mode=True))
+    assert signals == [] and all(child.is_running() for child in tree)
+    real = run_module(args)
+    assert 'failed' not in real, real['msg']
+
+    assert _prediction(checked) == _prediction(real)
+    assert checked['released'][0]['descendants_killed'] == sorted(child.pid for child in tree)
+    assert checked['diff']['before']['descendants'] == [
+        'pid %d, descendant of pid %d' % (child.pid, stubborn.pid) for child in sorted(tree, key=lambda c: c.pid)]
+    assert 'with 2 descendants' in checked['msg'] and 'with 2 descendants' in real['msg']
+    assert stubborn.wait(2) == -signal.SIGKILL
+    psutil.wait_procs(tree, timeout=2)
+    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in tree)
+
+
 def test_shared_holder_refused_before_any_signal(run_module, no_library, fake_dev_discovery, spawn_holder, signals):
     shared = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia2'),
                            os.path.join(fake_dev_discovery, 'nvidia-uvm')])
