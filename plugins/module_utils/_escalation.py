@@ -107,6 +107,8 @@ try:
         DEV_DIR,
         PROC_ROOT,
         classify_device_path,
+        fd_device_paths,
+        maps_device_paths,
         read_cgroup,
         read_cmdline,
         read_status,
@@ -116,10 +118,11 @@ try:
     )
 except ImportError:  # pragma: no cover
     read_status = read_wchan = signal_mask = read_cmdline = read_cgroup = None
-    classify_device_path = scan_device_holders = None
+    classify_device_path = scan_device_holders = fd_device_paths = maps_device_paths = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
 from ._protection import never_supervisor, protection_of
+from ._visibility import NOT_VISIBLE, holds_device_node, in_initial_pid_namespace
 
 try:
     import psutil
@@ -434,6 +437,8 @@ def holder_verdict(record, scope, own_pids=()):
         return PROTECTED, SELF_REASON
     if record.get('protected'):
         return PROTECTED, record.get('protected_reason') or 'protected'
+    if record.get('visible') is False:
+        return SKIPPED, NOT_VISIBLE
     gpus = set(record.get('gpus') or [])
     if not gpus & set(scope.gpus):
         reason = 'out of scope'
@@ -716,6 +721,7 @@ class ProcProber:
     def __init__(self, proc_root=None, dev_dir=None):
         self.proc_root = PROC_ROOT if proc_root is None else proc_root
         self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
+        self.shares_namespace = None
 
     def device_holders(self):
         """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
@@ -753,6 +759,19 @@ class ProcProber:
             return GONE
         except psutil.AccessDenied:
             return 'unknown'
+
+    def visible(self, pid):
+        """Whether a PID that NVML lists is a GPU holder here (``_visibility``: a device node, or the host's namespace)."""
+        if self.shares_namespace is None:
+            self.shares_namespace = in_initial_pid_namespace()
+        if self.shares_namespace:
+            return True
+        prefix = self.dev_dir.rstrip('/') + '/nvidia'
+        try:
+            paths = fd_device_paths(pid, prefix, self.proc_root) or maps_device_paths(pid, prefix, self.proc_root)
+        except OSError:
+            return False
+        return holds_device_node(paths, self.dev_dir)
 
     def wchan(self, pid):
         try:
@@ -1273,6 +1292,9 @@ class Escalation:
             return
         record.update({'gpus': list(indices), 'kind': kind, 'adopted': True,
                        'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in self.own_pids})
+        seen_here = getattr(self.prober, 'visible', None)
+        if self.nvml_ok and seen_here is not None and not seen_here(pid):
+            record['visible'] = False
         record['protected'], record['protected_reason'] = self._protection(record)
         verdict, reason = newcomer_verdict(record, self.scope, self.own_pids)
         if verdict != TARGET:

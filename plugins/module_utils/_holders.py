@@ -34,7 +34,7 @@ import os
 import pwd
 import traceback
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _visibility
 from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (  # noqa: F401 (re-exported)
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
@@ -202,7 +202,7 @@ def _dev_minors(dev_dir):
 
 def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
                  protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False,
-                 protect_units=()):
+                 protect_units=(), shares_namespace=True):
     """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
 
     ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
@@ -286,6 +286,9 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'is_self': is_self,
         'sigterm_ignored': _procfs.sigterm_ignored(status),
         'orphaned': orphaned,
+        # False for a PID NVML lists whose process here holds no NVIDIA device node, seen from
+        # another PID namespace than the host's: NVML's PID may name some other process.
+        'visible': _visibility.visible(bool(nvml_entries), device_paths, shares_namespace, dev_dir),
     }
 
 
@@ -301,13 +304,17 @@ def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
 
 
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
-             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=()):
+             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=(), shares_namespace=None):
     """Every process that holds a selected GPU, merged from NVML and /proc.
 
     ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
     the /proc view alone is used and GPU indices are device minor numbers).
     ``gpu_indices`` limits the result to those GPUs (None: all). ``dev_dir``
     and ``maps`` exist for tests and benchmarks; modules keep the defaults.
+    ``shares_namespace`` says whether NVML's PIDs are this process's (None:
+    true when it runs in the host's PID namespace); where they may not be, a
+    PID NVML lists counts as a holder here only if it holds a device node
+    (see ``_visibility``).
     Returns a ``Snapshot``.
     """
     if maps not in MAPS_MODES:
@@ -387,6 +394,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     gpus_by_index = dict((gpu['index'], gpu) for gpu in gpus)
     selected = set(gpus_by_index) if gpu_indices is None else set(gpu_indices)
 
+    if shares_namespace is None:
+        shares_namespace = _visibility.in_initial_pid_namespace()
     holders = []
     invisible = []
     for pid in sorted(candidates):
@@ -394,7 +403,7 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
                                   gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
                                   nvml_available=bool(nvml_view is not None and nvml_view.available),
-                                  protect_units=protect_units)
+                                  protect_units=protect_units, shares_namespace=shares_namespace)
         except PermissionError:
             unreadable.add(pid)
             continue
@@ -407,6 +416,12 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         if selected.intersection(record['gpus']):
             holders.append(record)
 
+    not_visible = [holder for holder in holders if not holder['visible']]
+    if not_visible:
+        warnings.append('NVML lists PID %s, but the process with that PID here holds no NVIDIA device node: %s. '
+                        'It is not signalled, and its GPU does not count as free. Run the task in the host\'s '
+                        'PID namespace to see who holds the GPU.'
+                        % (', '.join(str(holder['pid']) for holder in not_visible), _visibility.NOT_VISIBLE))
     if invisible:
         warnings.append('NVML lists PID %s, but no such process is visible in %s (it exited, or it runs '
                         'in another PID namespace); its memory still counts on its GPU'
