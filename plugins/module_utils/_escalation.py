@@ -691,7 +691,7 @@ def parent_processes(holders, protection=None):
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 
     ``protection(info)`` returns ``(protected, reason)`` for a process dict;
-    the modules pass ``_holders.protection`` so that a supervisor is never a
+    the modules pass ``_protection.protection_of`` so that a supervisor is never a
     process the holder records would call protected.
     """
     processes = {}

@@ -35,14 +35,9 @@ import pwd
 import traceback
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _visibility
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (  # noqa: F401 (re-exported)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
-    PROTECTION_ARGUMENT_SPEC,
-    REASON_KERNEL_THREAD,
-    REASON_PID_1,
-    REASON_SELF,
-    protection,
     protection_of,
     unknown_unprotect,
 )

@@ -128,7 +128,7 @@ options:
     description:
       - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders
         only hold a device node, as monitors and exporters do.
-      - An empty list is an error: it would select nothing to release.
+      - An empty list is an error, since it would select nothing to release.
     type: list
     elements: str
     choices: [compute, client]
@@ -496,7 +496,6 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import 
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     HAS_PSUTIL,
-    PROTECTION_ARGUMENT_SPEC,
     PSUTIL_IMP_ERR,
     discover,
     host_gpus,
@@ -511,7 +510,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     check_timeout,
     read_inventory,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import protection_of
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC, protection_of
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,

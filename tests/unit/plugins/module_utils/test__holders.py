@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _protection
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NvmlView
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', 'fixtures', 'proc')
@@ -57,7 +57,7 @@ GPU_KEYS = {
     (100, None, False, False, ('*',), (), (False, None)),
 ])
 def test_protection(pid, executable, kernel_thread, is_self, protect, unprotect, expected):
-    assert _holders.protection(pid, executable, kernel_thread, is_self, protect, unprotect) == expected
+    assert _protection.protection(pid, executable, kernel_thread, is_self, protect, unprotect) == expected
 
 
 @pytest.mark.parametrize('nvml_types, memory_mib, holds_uvm, nvml_available, kind', [
