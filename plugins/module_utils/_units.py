@@ -178,9 +178,9 @@ def audit_unit(properties, holders, parent_of):
     overriding = later_drop_ins(drop_ins)
     overridden = bool(overriding) and (kill_mode in ORPHANING_KILL_MODES or not send_sigkill)
     if overridden:
-        findings.append('drop-in %s sorts after %s and overrides its hardening: the effective settings are '
-                        'KillMode=%s, SendSIGKILL=%s' % (', '.join(overriding), HARDENING_DROP_IN, kill_mode,
-                                                          'yes' if send_sigkill else 'no'))
+        effective = 'KillMode=%s, SendSIGKILL=%s' % (kill_mode, 'yes' if send_sigkill else 'no')
+        findings.append('drop-in %s sorts after %s and overrides its hardening: the effective settings are %s'
+                        % (', '.join(overriding), HARDENING_DROP_IN, effective))
     if inside and active_state in ('inactive', 'failed'):
         findings.append('%d process(es) of the stopped unit still hold GPUs (%s): orphans of an earlier stop' % (
             len(inside), ', '.join(str(holder['pid']) for holder in inside)))

@@ -12,8 +12,8 @@ These checks say so instead, as warnings the module returns in
 
 * a user name with no passwd entry (a numeric UID is taken as given: a
   container's processes may run under a UID the host does not name);
-* a unit name or glob that matches no loaded unit (``systemctl list-units
-  --all``, read by the module);
+* a unit name or glob that matches no unit, loaded or installed
+  (``systemctl list-units --all`` and ``list-unit-files``, read by the module);
 * a container selector that matches no process's control group here.
 
 This file imports nothing from Ansible.
@@ -33,6 +33,11 @@ from ._procfs import PROC_ROOT, iter_pids, read_cgroup
 def list_units_command(patterns):
     """The argv that lists the loaded units matching any of ``patterns``."""
     return ['systemctl', 'list-units', '--all', '--plain', '--no-legend', '--full', '--'] + list(patterns)
+
+
+def list_unit_files_command(patterns):
+    """The argv that lists the installed unit files matching any of ``patterns`` (a stopped unit may be unloaded)."""
+    return ['systemctl', 'list-unit-files', '--no-legend', '--full', '--'] + list(patterns)
 
 
 def unknown_users(users, getpwnam=pwd.getpwnam):
@@ -81,7 +86,7 @@ def unmatched_containers(selectors, containers):
 def filter_warnings(users=(), units=(), containers=(), loaded_units=None, host_containers=None):
     """Warning texts for the filters that name nothing here.
 
-    ``loaded_units`` is the list of loaded unit names (None: not known, no
+    ``loaded_units`` is the list of known unit names (None: not known, no
     unit warning); ``host_containers`` what ``containers_here`` returned
     (None: not looked at).
     """
@@ -90,7 +95,7 @@ def filter_warnings(users=(), units=(), containers=(), loaded_units=None, host_c
         warnings.append('users: %s is not a user on this host; no holder can match it' % user)
     if loaded_units is not None:
         for pattern in unmatched_units(units, loaded_units):
-            warnings.append('systemd_units: %s matches no loaded unit on this host; no holder can match it' % pattern)
+            warnings.append('systemd_units: %s matches no unit on this host; no holder can match it' % pattern)
     if host_containers is not None:
         for selector in unmatched_containers(containers, host_containers):
             warnings.append('containers: %s matches no container that a process on this host runs in; '

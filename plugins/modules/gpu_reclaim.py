@@ -109,7 +109,7 @@ options:
     description:
       - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs
         such as V(vllm-*.service) are allowed.
-      - A name or glob that matches no loaded unit on the host is named in a warning and in
+      - A name or glob that matches no unit on the host, loaded or installed, is named in a warning and in
         RV(filter_warnings).
     type: list
     elements: str
@@ -463,7 +463,7 @@ elapsed_seconds:
   sample: 0.34
 filter_warnings:
   description: One text per value of O(users), O(systemd_units) or O(containers) that names nothing on the host
-    (no such user, no loaded unit matches, no process runs in such a container), so that a typo that releases
+    (no such user, no unit matches, no process runs in such a container), so that a typo that releases
     nothing says so. Also given as warnings.
   returned: always
   type: list
@@ -519,6 +519,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
 from ansible_collections.gpuops.reclaim.plugins.module_utils._unmatched import (
     containers_here,
     filter_warnings,
+    list_unit_files_command,
     list_units_command,
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_list_units
@@ -526,22 +527,27 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse
 SYSTEMCTL_TIMEOUT = 30
 
 
-def loaded_units(module, patterns):
-    """Names of the loaded units matching ``patterns``, or None (with a warning) when systemctl cannot tell."""
+def known_units(module, patterns):
+    """Names of the units (loaded, or installed) matching ``patterns``, or None (with a warning) when
+    systemctl cannot tell."""
     systemctl = module.get_bin_path('systemctl')
     if not systemctl:
         module.warn('systemd_units: systemctl is not installed here, so the unit names were not checked')
         return None
-    argv = [systemctl] + list_units_command(patterns)[1:]
     timeout = module.get_bin_path('timeout')
-    if timeout:
-        argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
-    rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
-    if rc != 0:
-        module.warn('systemd_units: the unit names were not checked (systemctl list-units: rc=%d %s)'
-                    % (rc, err.strip()))
-        return None
-    return parse_list_units(out)
+    names = []
+    # list-unit-files exits with 1 when nothing matches.
+    for command, good in ((list_units_command(patterns), (0,)), (list_unit_files_command(patterns), (0, 1))):
+        argv = [systemctl] + command[1:]
+        if timeout:
+            argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
+        rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+        if rc not in good:
+            module.warn('systemd_units: the unit names were not checked (%s: rc=%d %s)'
+                        % (' '.join(command[:2]), rc, err.strip()))
+            return None
+        names.extend(parse_list_units(out))
+    return names
 
 
 def main():
@@ -601,7 +607,7 @@ def main():
 
         scope_warnings = filter_warnings(
             params['users'], params['systemd_units'], params['containers'],
-            loaded_units=loaded_units(module, params['systemd_units']) if params['systemd_units'] else None,
+            loaded_units=known_units(module, params['systemd_units']) if params['systemd_units'] else None,
             host_containers=containers_here() if params['containers'] else None)
         for warning in scope_warnings:
             module.warn(warning)

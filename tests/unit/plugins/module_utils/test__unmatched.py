@@ -63,7 +63,7 @@ def test_filter_warnings_name_the_option_and_value():
         loaded_units=['vllm.service'], host_containers=[])
     assert warnings == [
         'users: nosuchuser-gpuops is not a user on this host; no holder can match it',
-        'systemd_units: vlm.service matches no loaded unit on this host; no holder can match it',
+        'systemd_units: vlm.service matches no unit on this host; no holder can match it',
         'containers: cccc matches no container that a process on this host runs in; no holder can match it',
     ]
 
@@ -71,3 +71,8 @@ def test_filter_warnings_name_the_option_and_value():
 def test_filter_warnings_without_a_look_say_nothing_of_units_and_containers():
     assert _unmatched.filter_warnings(units=['x.service'], containers=['c'], loaded_units=None,
                                       host_containers=None) == []
+
+
+def test_list_unit_files_command_lists_every_pattern_at_once():
+    assert _unmatched.list_unit_files_command(['a.service', 'b-*']) == [
+        'systemctl', 'list-unit-files', '--no-legend', '--full', '--', 'a.service', 'b-*']
