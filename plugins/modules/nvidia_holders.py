@@ -284,6 +284,13 @@ holders:
         Daemons that PID 1 started directly count as well; use RV(holders[].systemd_unit) to tell them apart.
       type: bool
       sample: true
+    visible:
+      description: False for a PID that NVML lists but whose process here holds no NVIDIA device node, when the
+        module runs outside the host's PID namespace (NVML may report host PIDs there, naming other processes).
+        Such a record describes whatever process has that PID here; it is never signalled, and it keeps its GPU
+        from counting as free. True otherwise.
+      type: bool
+      sample: true
   sample:
     - pid: 4242
       ppid: 1
@@ -309,6 +316,7 @@ holders:
       is_self: false
       sigterm_ignored: false
       orphaned: true
+      visible: true
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
