@@ -367,7 +367,9 @@ protected:
 skipped_holders:
   description: Holders left alone, with C(reason) such as V(out of scope), V(kind client not selected),
     V(user not selected), V(title does not match), V(systemd unit not selected), V(container not selected),
-    V(already exited) or V(permission denied (owned by user bob)), ordered by PID. For a process that appeared
+    V(already exited), V(permission denied (owned by user bob)) or
+    V(listed by NVML but not visible as a GPU holder here (another PID namespace?)) (a PID NVML lists whose process
+    here holds no NVIDIA device node, seen from outside the host's PID namespace; never signalled), ordered by PID. For a process that appeared
     during the release the reason starts with C(appeared during the release), for example
     V(appeared during the release; title does not match).
   returned: always
