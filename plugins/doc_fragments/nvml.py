@@ -20,8 +20,8 @@ options:
       - NVML and the driver can hang. When a step overruns, NVML is not used again in this task,
         and the task carries on with what C(/proc) shows, saying so in its warnings (or fails when
         O(require_nvml=true)).
-      - Must be greater than 0 and at most 600.
-    type: float
+      - A number greater than 0 and at most 600. A boolean is an error.
+    type: raw
     default: 5.0
   require_nvml:
     description:
