@@ -68,14 +68,27 @@ def expected_objects():
                    if os.path.isfile(os.path.join(ROOT, "roles", name, "meta", "argument_specs.yml")))
     fragments = sorted(name for name in os.listdir(os.path.join(ROOT, "changelogs", "fragments"))
                        if name.endswith((".yml", ".yaml")))
-    return modules, roles, fragments
+    # Other plugins, by type: a Python file or, for filters and tests, a YAML documentation file.
+    plugins = {}
+    for plugin_type in sorted(os.listdir(os.path.join(ROOT, "plugins"))):
+        if plugin_type in ("modules", "module_utils", "doc_fragments"):
+            continue
+        folder = os.path.join(ROOT, "plugins", plugin_type)
+        names = set()
+        for name in os.listdir(folder):
+            stem, extension = os.path.splitext(name)
+            if extension in (".py", ".yml") and not stem.startswith("_") and stem != "__init__":
+                names.add(stem)
+        if names:
+            plugins[plugin_type] = sorted(names)
+    return modules, roles, fragments, plugins
 
 
 def check_release(version, changelog):
     release = (changelog.get("releases") or {}).get(version)
     if not release:
         return ["changelogs/changelog.yaml of the scratch release has no release %s" % version]
-    modules, roles, fragments = expected_objects()
+    modules, roles, fragments, plugins = expected_objects()
     problems = []
     released_modules = sorted(entry["name"] for entry in release.get("modules", []))
     if released_modules != modules:
@@ -87,6 +100,11 @@ def check_release(version, changelog):
         problems.append(
             "release %s lists the new roles %s, expected %s: each role's meta/argument_specs.yml main "
             "entry point needs version_added: %s" % (version, released_roles, roles, version))
+    for plugin_type, names in plugins.items():
+        released = sorted(entry["name"] for entry in (release.get("plugins") or {}).get(plugin_type, []))
+        if released != names:
+            problems.append("release %s lists the new %s plugins %s, expected %s: each one's version_added must be %s"
+                            % (version, plugin_type, released, names, version))
     released_fragments = sorted(release.get("fragments", []))
     if released_fragments != fragments:
         problems.append("release %s holds the fragments %s, expected %s"
@@ -134,8 +152,10 @@ def main():
     if current != generated:
         fail(["CHANGELOG.rst is not what `antsibull-changelog release` generates from the fragments; "
               "run `make changelog` and commit it"])
-    print("changelog-release: release %s lists %d modules, %d role(s) and every fragment; "
-          "CHANGELOG.rst is up to date" % ((version,) + tuple(len(x) for x in expected_objects()[:2])))
+    modules, roles, dummy, plugins = expected_objects()
+    print("changelog-release: release %s lists %d modules, %d other plugins, %d role(s) and every fragment; "
+          "CHANGELOG.rst is up to date" % (version, len(modules), sum(len(names) for names in plugins.values()),
+                                           len(roles)))
 
 
 if __name__ == "__main__":
