@@ -108,14 +108,17 @@ try:
         PROC_ROOT,
         classify_device_path,
         read_cgroup,
-        read_cmdline,
+        read_stat,
         read_status,
         read_wchan,
         scan_device_holders,
         signal_mask,
     )
+    from ._procread import DEFAULT_TIMEOUT as DEFAULT_READ_TIMEOUT, read_title, stuck_reason
 except ImportError:  # pragma: no cover
-    read_status = read_wchan = signal_mask = read_cmdline = read_cgroup = None
+    read_status = read_wchan = signal_mask = read_stat = read_cgroup = None
+    read_title = stuck_reason = None
+    DEFAULT_READ_TIMEOUT = 2.0
     classify_device_path = scan_device_holders = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
@@ -648,15 +651,20 @@ def descendant_pids(pid, proc_root='/proc'):
     return found
 
 
-def describe_process(pid):
-    """A process dict as ``plan_release`` wants for ``processes``, or None if gone."""
+def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
+    """A process dict as ``plan_release`` wants for ``processes``, or None if gone.
+
+    The name is ``comm`` from ``/proc/PID/stat`` (psutil's ``name()`` may read
+    ``cmdline``, which can block); the title is read within ``read_timeout``
+    seconds, and when it does not come, ``unreadable`` says so.
+    """
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
             info = {
                 'pid': pid,
                 'ppid': proc.ppid(),
-                'name': proc.name(),
+                'name': read_stat(pid)['comm'],
                 'create_time': proc.create_time(),
                 'uid': proc.uids().real,
             }
@@ -675,10 +683,14 @@ def describe_process(pid):
     info['title'] = None
     info['systemd_unit'] = None
     info['container'] = None
+    info['unreadable'] = None
     try:
-        info['title'] = read_cmdline(pid) or info['name']
+        info['title'] = read_title(pid, read_timeout)
     except Exception:  # pylint: disable=broad-except
         info['title'] = info['name']
+    if info['title'] is None:
+        info['unreadable'] = stuck_reason(pid, read_timeout)
+    info['title'] = info['title'] or info['name']
     try:
         info.update(read_cgroup(pid))
     except Exception:  # pylint: disable=broad-except
@@ -693,18 +705,19 @@ def _safe_status(pid):
         return 'gone'
 
 
-def parent_processes(holders, protection=None):
+def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT):
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 
     ``protection(info)`` returns ``(protected, reason)`` for a process dict;
     the modules pass ``_holders.protection`` so that a supervisor is never a
-    process the holder records would call protected.
+    process the holder records would call protected. Each title is read
+    within ``read_timeout`` seconds.
     """
     processes = {}
     for record in holders:
         ppid = record.get('ppid')
         if ppid and ppid > 1 and ppid not in processes:
-            info = describe_process(ppid)
+            info = describe_process(ppid, read_timeout)
             if info is None:
                 continue
             if protection is not None:
@@ -724,9 +737,10 @@ class ProcProber:
     reads the live ``/proc``.
     """
 
-    def __init__(self, proc_root=None, dev_dir=None):
+    def __init__(self, proc_root=None, dev_dir=None, read_timeout=DEFAULT_READ_TIMEOUT):
         self.proc_root = PROC_ROOT if proc_root is None else proc_root
         self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
+        self.read_timeout = read_timeout
 
     def device_holders(self):
         """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
@@ -800,7 +814,7 @@ class ProcProber:
 
     def describe(self, pid):
         """A minimal holder-like record for a process found during the run, or None."""
-        info = describe_process(pid)
+        info = describe_process(pid, self.read_timeout)
         if info is None:
             return None
         try:
@@ -903,7 +917,7 @@ class Escalation:
         self.protection = protection
         self.minor_to_index = dict(minor_to_index) if minor_to_index is not None else None
         self.max_newcomers = max_newcomers
-        self.prober = prober or ProcProber()
+        self.prober = prober or ProcProber(read_timeout=nvml_timeout or DEFAULT_READ_TIMEOUT)
         self.log = log
         if signaller is None:
             def signaller(ref, signum, describe=''):

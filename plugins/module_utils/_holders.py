@@ -35,7 +35,7 @@ import os
 import pwd
 import traceback
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _procread
 
 try:
     import psutil
@@ -244,20 +244,28 @@ def _dev_minors(dev_dir):
 
 
 def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
-                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False):
+                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False,
+                 title=None, unreadable=None, read_timeout=_procread.DEFAULT_TIMEOUT):
     """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
 
     ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
+    ``title`` is the title when the caller read it already (``discover`` reads
+    every holder's at once); otherwise it is read here, within ``read_timeout``
+    seconds. ``unreadable`` says why the title could not be read, if it could not.
     """
     stat = _procfs.read_stat(pid, proc_root)
     try:
         status = _procfs.read_status(pid, proc_root)
     except PermissionError:
         status = {}
-    try:
-        title = _procfs.read_cmdline(pid, proc_root)
-    except PermissionError:
-        title = ''
+    if title is None and unreadable is None:
+        try:
+            title = _procread.read_title(pid, read_timeout, proc_root)
+        except PermissionError:
+            title = ''
+        if title is None:
+            unreadable = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+    title = title or ''
     try:
         cgroup = _procfs.read_cgroup(pid, proc_root)
     except PermissionError:
@@ -326,6 +334,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'is_self': is_self,
         'sigterm_ignored': _procfs.sigterm_ignored(status),
         'orphaned': orphaned,
+        'unreadable': unreadable,
     }
 
 
@@ -341,14 +350,16 @@ def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
 
 
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
-             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None):
+             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, read_timeout=_procread.DEFAULT_TIMEOUT):
     """Every process that holds a selected GPU, merged from NVML and /proc.
 
     ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
     the /proc view alone is used and GPU indices are device minor numbers).
-    ``gpu_indices`` limits the result to those GPUs (None: all). ``dev_dir``
-    and ``maps`` exist for tests and benchmarks; modules keep the defaults.
-    Returns a ``Snapshot``.
+    ``gpu_indices`` limits the result to those GPUs (None: all). The titles
+    of all candidates are read at once within ``read_timeout`` seconds (see
+    ``_procread``): a holder whose title does not come in time is still a
+    holder, with ``unreadable`` saying why. ``dev_dir`` and ``maps`` exist
+    for tests and benchmarks; modules keep the defaults. Returns a ``Snapshot``.
     """
     if maps not in MAPS_MODES:
         raise ValueError('maps must be one of %s; got: %r' % (', '.join(MAPS_MODES), maps))
@@ -427,13 +438,18 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     gpus_by_index = dict((gpu['index'], gpu) for gpu in gpus)
     selected = set(gpus_by_index) if gpu_indices is None else set(gpu_indices)
 
+    titles, dummy, stuck = _procread.read_titles(candidates, read_timeout, proc_root)
     holders = []
     invisible = []
     for pid in sorted(candidates):
+        unreadable_reason = None
+        if pid in stuck:
+            unreadable_reason = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
         try:
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
                                   gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
-                                  nvml_available=bool(nvml_view is not None and nvml_view.available))
+                                  nvml_available=bool(nvml_view is not None and nvml_view.available),
+                                  title=titles.get(pid, ''), unreadable=unreadable_reason)
         except PermissionError:
             unreadable.add(pid)
             continue
@@ -445,6 +461,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             continue
         if selected.intersection(record['gpus']):
             holders.append(record)
+            if record['unreadable']:
+                warnings.append('pid %d (%s): %s' % (pid, record['name'], record['unreadable']))
 
     if invisible:
         warnings.append('NVML lists PID %s, but no such process is visible in %s (it exited, or it runs '

@@ -550,7 +550,8 @@ def main():
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
         own = self_and_ancestors()
-        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'])
+        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'],
+                            read_timeout=params['nvml_timeout'])
         for warning in snapshot.warnings:
             module.warn(warning)
         scope = build_scope(indices, users=params['users'], match=params['match'],
@@ -565,7 +566,8 @@ def main():
 
         try:
             plan = plan_release(snapshot.holders, scope,
-                                processes=parent_processes(snapshot.holders, protection=protected))
+                                processes=parent_processes(snapshot.holders, protection=protected,
+                                                          read_timeout=params['nvml_timeout']))
         except SharedHolderError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
