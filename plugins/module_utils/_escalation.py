@@ -122,6 +122,8 @@ except ImportError:  # pragma: no cover
     classify_device_path = scan_device_holders = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
+from ._guardian import FreezeLedger
+
 try:
     from ._holders import protection as holder_protection
 except ImportError:  # pragma: no cover
@@ -906,7 +908,7 @@ class Escalation:
                  clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
                  nvml_timeout=None, known_pids=(), baseline_mib=None,
                  threshold_mib=RELEASE_THRESHOLD_MIB, protection=None, own_pids=None,
-                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS):
+                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None):
         self.plan = plan
         self.ladder = ladder
         self.nvml = nvml
@@ -919,6 +921,10 @@ class Escalation:
         self.max_newcomers = max_newcomers
         self.prober = prober or ProcProber(read_timeout=nvml_timeout or DEFAULT_READ_TIMEOUT)
         self.log = log
+        # Every SIGSTOP and SIGCONT is recorded, and a guardian thaws what is
+        # still stopped if this process dies (see _guardian). Stand-in
+        # signallers stop nothing real, so they need no guardian.
+        self.ledger = ledger or FreezeLedger(guardian=signaller is None)
         if signaller is None:
             def signaller(ref, signum, describe=''):
                 return signal_process(ref, signum, log=self.log, describe=describe)
@@ -960,10 +966,22 @@ class Escalation:
             self.warnings.append(text)
 
     def _signal(self, ref, signum, describe=''):
-        outcome = self.signaller(ref, signum, describe)
+        if signum in (signal.SIGSTOP, signal.SIGCONT):
+            outcome = self.ledger.signal(ref, signum, lambda r, s: self.signaller(r, s, describe))
+        else:
+            outcome = self.signaller(ref, signum, describe)
+            if signum == signal.SIGKILL and outcome == SENT:
+                self.ledger.killed(ref)
         if outcome == SENT:
             self.sent += 1
         return outcome
+
+    def _thaw_left_frozen(self):
+        """SIGCONT to whatever is still stopped: nothing frozen outlives the run."""
+        thawed = [pid for pid, ref in sorted(self.ledger.frozen.items())
+                  if self._signal(ref, signal.SIGCONT, '(frozen by this run, never killed)') == SENT]
+        if thawed:
+            self._warn('pid %s stayed frozen and was thawed at the end' % ', '.join(str(pid) for pid in thawed))
 
     def _step_log(self, position, now, pid=None, skipped=None):
         entry = self._steps[position]
@@ -1403,21 +1421,28 @@ class Escalation:
         for record in self.plan.targets:
             self.targets[record['pid']] = _Target(record)
             self.known_pids.add(record['pid'])
-        self._freeze_supervisors()
-        freeze_supervisors_done = self._now()
-        while True:
-            now = self._now()
-            self._observe(now)
-            for target in list(self.targets.values()):
-                self._advance(target, now)
-            if self._finished(now):
-                break
-            delay = self._next_wake(now) - self._now()
-            if delay > 0:
-                self.sleep(delay)
-        for result in self.supervisors:
-            if '_ref' in result:
-                self._kill_supervisor(result)
+        try:
+            self._freeze_supervisors()
+            freeze_supervisors_done = self._now()
+            while True:
+                now = self._now()
+                self._observe(now)
+                for target in list(self.targets.values()):
+                    self._advance(target, now)
+                if self._finished(now):
+                    break
+                delay = self._next_wake(now) - self._now()
+                if delay > 0:
+                    self.sleep(delay)
+            for result in self.supervisors:
+                if '_ref' in result:
+                    self._kill_supervisor(result)
+        finally:
+            # Normal end or exception alike; the module's death is the guardian's.
+            self._thaw_left_frozen()
+            self.ledger.close()
+        if self.ledger.warning:
+            self._warn(self.ledger.warning)
         return self.result(freeze_supervisors_done)
 
     # -- the result --------------------------------------------------------
