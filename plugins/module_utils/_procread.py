@@ -30,6 +30,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import threading
 import time
 
@@ -194,6 +195,27 @@ def read_environ(pid, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, read
     return environ
 
 
+def _waiting_threads(pid, proc_root, limit=4):
+    """``[(tid, state, wchan)]`` of threads other than the main one in uninterruptible sleep."""
+    found = []
+    try:
+        tids = sorted(int(name) for name in os.listdir('%s/%d/task' % (proc_root, pid)) if name.isdigit())
+    except OSError:
+        return found
+    for tid in tids:
+        if tid == pid:
+            continue
+        try:
+            stat = _procfs.read_stat(tid, '%s/%d/task' % (proc_root, pid))
+        except (OSError, ValueError, IndexError):
+            continue
+        if stat['state'] == 'D':
+            found.append((tid, stat['state'], _procfs.read_wchan(tid, '%s/%d/task' % (proc_root, pid))))
+            if len(found) == limit:
+                break
+    return found
+
+
 def stuck_reason(pid, timeout, what='cmdline', proc_root=_procfs.PROC_ROOT):
     """``unreadable: possibly stuck in the kernel (...)``, with state and wchan read from stat and wchan."""
     details = []
@@ -204,5 +226,8 @@ def stuck_reason(pid, timeout, what='cmdline', proc_root=_procfs.PROC_ROOT):
         pass
     wchan = _procfs.read_wchan(pid, proc_root)
     details.append('wchan %s' % (wchan or '-'))
+    # The thread that holds the lock is seldom the main one.
+    for tid, state, thread_wchan in _waiting_threads(pid, proc_root):
+        details.append('thread %d %s in %s' % (tid, state, thread_wchan or '-'))
     return '%s (%s; /proc/%d/%s did not answer within %g s)' % (
         STUCK_TEXT, ', '.join(details), pid, what, timeout)
