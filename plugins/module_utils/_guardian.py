@@ -28,7 +28,8 @@ still the same process (same start time) and still stopped, then exits. A
 PID that now belongs to another process, or a process that is not stopped,
 is left alone.
 
-The guardian's code is a string run with ``python -c``: it needs nothing
+The guardian's code is a string run with ``python -c`` (its first argument
+is ``gpuops-reclaim-guardian``, the second the module's PID): it needs nothing
 from the collection, whose files the module's temporary folder may lose when
 the module dies.
 
@@ -45,6 +46,8 @@ import subprocess
 import sys
 
 SENT = 'sent'
+# The guardian's first argument, so that an operator can tell it in ps.
+GUARDIAN_NAME = 'gpuops-reclaim-guardian'
 
 GUARDIAN_CODE = r'''
 import os, select, signal, sys
@@ -110,7 +113,7 @@ def main(watched):
         thaw(pid, start)
     return 0
 
-sys.exit(main(int(sys.argv[1])))
+sys.exit(main(int(sys.argv[2])))
 '''
 
 
@@ -145,7 +148,7 @@ class FreezeLedger:
             return
         with open(os.devnull, 'r+b') as devnull:
             self.process = subprocess.Popen(
-                [self.python, '-c', GUARDIAN_CODE, str(self.watched_pid)],
+                [self.python, '-c', GUARDIAN_CODE, GUARDIAN_NAME, str(self.watched_pid)],
                 stdin=subprocess.PIPE, stdout=devnull, stderr=devnull, close_fds=True,
                 start_new_session=True)
 

@@ -144,7 +144,7 @@ def test_the_guardian_thaws_only_the_same_process_still_stopped(sleeper):
     try:
         os.kill(other.pid, signal.SIGSTOP)
         assert wait_for(lambda: state(other.pid) == 'T', 1.0)
-        guardian = subprocess.Popen([sys.executable, '-c', _guardian.GUARDIAN_CODE, str(os.getpid())],
+        guardian = subprocess.Popen([sys.executable, '-c', _guardian.GUARDIAN_CODE, _guardian.GUARDIAN_NAME, str(os.getpid())],
                                     stdin=subprocess.PIPE, start_new_session=True)
         start = _guardian.start_time(other.pid)
         # Recorded with another start time (a reused PID), and a running process recorded as stopped.
