@@ -146,11 +146,18 @@ class FreezeLedger:
     def _start(self):
         if self.process is not None or not self.use_guardian:
             return
-        with open(os.devnull, 'r+b') as devnull:
-            self.process = subprocess.Popen(
-                [self.python, '-c', GUARDIAN_CODE, GUARDIAN_NAME, str(self.watched_pid)],
-                stdin=subprocess.PIPE, stdout=devnull, stderr=devnull, close_fds=True,
-                start_new_session=True)
+        try:
+            with open(os.devnull, 'r+b') as devnull:
+                self.process = subprocess.Popen(
+                    [self.python, '-c', GUARDIAN_CODE, GUARDIAN_NAME, str(self.watched_pid)],
+                    stdin=subprocess.PIPE, stdout=devnull, stderr=devnull, close_fds=True,
+                    start_new_session=True)
+        except OSError as exc:
+            # A fork bomb is what the freeze is for: freeze without a guardian
+            # rather than not at all, and say so.
+            self.use_guardian = False
+            self.warning = ('no guardian could be started to thaw frozen processes if this module dies (%s); '
+                            'they are thawed or killed by the module itself' % exc)
 
     def _tell(self, line):
         if self.process is None:

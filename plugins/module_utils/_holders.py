@@ -438,13 +438,15 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     gpus_by_index = dict((gpu['index'], gpu) for gpu in gpus)
     selected = set(gpus_by_index) if gpu_indices is None else set(gpu_indices)
 
-    titles, dummy, stuck = _procread.read_titles(candidates, read_timeout, proc_root)
+    titles, title_errors, stuck = _procread.read_titles(candidates, read_timeout, proc_root)
     holders = []
     invisible = []
     for pid in sorted(candidates):
         unreadable_reason = None
         if pid in stuck:
             unreadable_reason = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+        elif isinstance(title_errors.get(pid), _procread.NoThread):
+            unreadable_reason = str(title_errors[pid])
         try:
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
                                   gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,

@@ -58,6 +58,13 @@ class TimedOut(object):
         return 'TimedOut(%r)' % (self.timeout,)
 
 
+class NoThread(RuntimeError):
+    """The file was not read: no thread could be started to read it under the deadline."""
+
+
+NO_THREAD_TEXT = 'not read: no thread could be started to read it under a deadline (the process limit is reached)'
+
+
 def _read_whole(path):
     with open(path, 'rb') as handle:
         return handle.read(MAX_BYTES)
@@ -107,9 +114,14 @@ class _Batch(object):
                     self.finished.set()
 
     def start_worker(self):
+        """Start one more worker; False when no thread can be started (the process limit)."""
         thread = threading.Thread(target=self.work, name='procread')
         thread.daemon = True
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:
+            return False
+        return True
 
 
 def read_files(paths, timeout=DEFAULT_TIMEOUT, stall=STALL_SECONDS, reader=_read_whole, clock=time.monotonic):
@@ -125,10 +137,9 @@ def read_files(paths, timeout=DEFAULT_TIMEOUT, stall=STALL_SECONDS, reader=_read
         fresh = [path for path in paths if path not in _OUTSTANDING]
     batch = _Batch(fresh, reader)
     deadline = clock() + timeout
-    if batch.paths:
-        batch.start_worker()
+    can_start = bool(batch.paths) and batch.start_worker()
     seen = 0
-    while True:
+    while can_start:
         remaining = deadline - clock()
         if remaining <= 0 or batch.finished.wait(min(stall, remaining)):
             break
@@ -137,9 +148,14 @@ def read_files(paths, timeout=DEFAULT_TIMEOUT, stall=STALL_SECONDS, reader=_read
             seen = batch.completed
             waiting = batch.position < len(batch.paths)
         if not progressed and waiting:
-            batch.start_worker()
+            can_start = batch.start_worker()
     with batch.lock:
         results = dict(batch.results)
+        started = batch.position
+    for position, path in enumerate(batch.paths):
+        if path not in results and position >= started:
+            # Never read in a thread, and never read here: that could block.
+            results[path] = NoThread(NO_THREAD_TEXT)
     for path in paths:
         if results.get(path) is None:
             results[path] = TimedOut(timeout)

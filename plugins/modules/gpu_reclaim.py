@@ -565,9 +565,8 @@ def main():
                               protect=params['protect'], unprotect=params['unprotect'])
 
         try:
-            plan = plan_release(snapshot.holders, scope,
-                                processes=parent_processes(snapshot.holders, protection=protected,
-                                                          read_timeout=params['nvml_timeout']))
+            parents = parent_processes(snapshot.holders, protection=protected, read_timeout=params['nvml_timeout'])
+            plan = plan_release(snapshot.holders, scope, processes=parents)
         except SharedHolderError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 

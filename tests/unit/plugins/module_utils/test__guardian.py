@@ -148,8 +148,8 @@ def test_the_guardian_thaws_only_the_same_process_still_stopped(sleeper):
                                     stdin=subprocess.PIPE, start_new_session=True)
         start = _guardian.start_time(other.pid)
         # Recorded with another start time (a reused PID), and a running process recorded as stopped.
-        guardian.stdin.write(b'stop %d %d\nstop %d %d\n' % (other.pid, start + 1, sleeper.pid,
-                                                           _guardian.start_time(sleeper.pid)))
+        records = (other.pid, start + 1, sleeper.pid, _guardian.start_time(sleeper.pid))
+        guardian.stdin.write(b'stop %d %d\nstop %d %d\n' % records)
         guardian.stdin.close()  # the pipe ends without "done": as if this process had died
         assert guardian.wait(timeout=5) == 0
         assert state(other.pid) == 'T' and state(sleeper.pid) == 'S'
@@ -205,3 +205,25 @@ def test_an_exception_in_the_loop_thaws_what_it_froze(monkeypatch):
         escalation.run()
     assert world.sent == [(4242, 'SIGSTOP'), (4242, 'SIGCONT')]
     assert escalation.ledger.frozen == {}
+
+
+def test_under_a_pids_limit_the_freeze_still_happens_and_says_it_has_no_guardian(run_under_pids_limit, sleeper):
+    setup = ('import signal, psutil\n'
+             'from ansible_collections.gpuops.reclaim.plugins.module_utils._guardian import FreezeLedger\n'
+             'from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef, '
+             'signal_process\n')
+    code = r'''
+ledger = FreezeLedger()
+ref = ProcessRef(%d, psutil.Process(%d).create_time())
+send = lambda ref, signum: signal_process(ref, signum)
+stopped = ledger.signal(ref, signal.SIGSTOP, send)
+state = open("/proc/%d/stat").read().rpartition(")")[2].split()[0]
+thawed = ledger.signal(ref, signal.SIGCONT, send)
+ledger.close()
+print(json.dumps({"stopped": stopped, "state": state, "thawed": thawed, "warning": ledger.warning,
+                  "guardian": ledger.process is not None}))
+''' % (sleeper.pid, sleeper.pid, sleeper.pid)
+    result = run_under_pids_limit(setup, code)
+    assert result['stopped'] == 'sent' and result['thawed'] == 'sent' and result['guardian'] is False
+    assert result['warning'].startswith('no guardian could be started to thaw frozen processes if this module dies')
+    assert wait_for(lambda: state(sleeper.pid) == 'S', 1.0)

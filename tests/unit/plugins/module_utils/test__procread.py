@@ -163,3 +163,28 @@ def test_discovery_reports_a_holder_whose_title_blocks_and_keeps_it(tmp_path, mo
     assert holder['title'] == '' and holder['name'] == 'VLLM::Engine) x'
     assert holder['unreadable'].startswith('unreadable: possibly stuck in the kernel (state S (sleeping), wchan ')
     assert 'pid 16175 (VLLM::Engine) x): unreadable: possibly stuck in the kernel' in '\n'.join(snapshot.warnings)
+
+
+def test_under_a_pids_limit_nothing_is_read_unbounded_and_holders_stay_visible(run_under_pids_limit, spawn_holder,
+                                                                             fake_dev):
+    """With no thread to spare (a fork bomb exhausted the PIDs), reads are not made
+    without a deadline, and discovery still lists the holder, saying why its title is missing."""
+    worker = spawn_holder([os.path.join(fake_dev, 'nvidia0'), os.path.join(fake_dev, 'nvidia-uvm')])
+    setup = ('from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _procread\n'
+             'import threading\n')
+    code = r'''
+results = _procread.read_files(["/proc/self/stat"], timeout=1)
+try:
+    threading.Thread(target=lambda: None).start()
+    thread_started = True
+except RuntimeError:
+    thread_started = False
+snapshot = _holders.discover(None, dev_dir=%r, read_timeout=1)
+print(json.dumps({"thread_started": thread_started, "read": type(results["/proc/self/stat"]).__name__,
+                  "holders": [(h["pid"], h["unreadable"]) for h in snapshot.holders], "warnings": snapshot.warnings}))
+''' % fake_dev
+    result = run_under_pids_limit(setup, code)
+    assert result['thread_started'] is False
+    assert result['read'] == 'NoThread'
+    assert result['holders'] == [[worker.pid, _procread.NO_THREAD_TEXT]]
+    assert not any('not visible' in warning for warning in result['warnings'])
