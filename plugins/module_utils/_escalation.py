@@ -171,6 +171,7 @@ NEVER_SUPERVISORS = frozenset((
     'kubelet', 'slurmstepd', 'slurmd', 'srun', 'nohup', 'setsid', 'timeout', 'ansible',
 ))
 
+REUSED_SINCE_LISTING = 'started after the listing that showed its PID (PID reused)'
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
 
@@ -804,6 +805,27 @@ class ProcProber:
                 continue
         return refs
 
+    def listing_mark(self):
+        """Now, in clock ticks since boot (``/proc/uptime``), taken right before a listing."""
+        try:
+            with open('%s/uptime' % self.proc_root) as handle:
+                return float(handle.read().split()[0]) * os.sysconf('SC_CLK_TCK')
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def born_after(self, pid, mark):
+        """Whether ``pid`` now names a process started after ``mark`` (a ``listing_mark``).
+
+        Such a process cannot be the one a listing taken after ``mark`` showed:
+        the PID was reused in between. Start times are in ticks since boot on
+        both sides, so no wall clock is involved.
+        """
+        try:
+            started = read_stat(pid, self.proc_root)['starttime']
+        except (OSError, ValueError, IndexError):
+            return False
+        return started > mark + 1
+
     def ancestors(self, pid):
         """PIDs of the ancestors of ``pid``, nearest first."""
         chain = []
@@ -953,6 +975,7 @@ class Escalation:
         self._scan_due = 0.0        # None once the /proc scan failed
         self._scan_owed = False     # a target exited since the last /proc scan
         self._exit_unobserved = False
+        self._listed_at = None      # ticks since boot right before the last listing (NVML or /proc)
         # No adopted holder waits past this (seconds from the start).
         self.adoption_limit = sum(step['wait'] for step in ladder) + ADOPTION_SLACK_SECONDS
 
@@ -1196,6 +1219,7 @@ class Escalation:
                 target.state = status
         if not self.plan.gpus:
             return
+        self._mark_listing()
         if self.nvml_ok:
             try:
                 polled = self.nvml.poll(self.plan.gpus, self.nvml_timeout)
@@ -1248,6 +1272,7 @@ class Escalation:
             return
         self._scan_owed = False
         started = self.clock()
+        self._mark_listing()
         try:
             holders = scan()
         except Exception as exc:  # pylint: disable=broad-except
@@ -1271,6 +1296,17 @@ class Escalation:
                 self._also_holds(pid, index)
         self.proc_view = view
 
+    def _mark_listing(self):
+        mark = getattr(self.prober, 'listing_mark', None)
+        self._listed_at = mark() if mark is not None else None
+
+    def _reused_since_listing(self, pid):
+        """Whether the process now behind ``pid`` started after the listing that showed the PID."""
+        born_after = getattr(self.prober, 'born_after', None)
+        if born_after is None or self._listed_at is None:
+            return False
+        return born_after(pid, self._listed_at)
+
     def _index_of(self, minor):
         if self.minor_to_index is None:
             return minor
@@ -1291,6 +1327,13 @@ class Escalation:
         self.newcomers += 1
         record = self.prober.describe(pid)
         where = 'GPU %s' % ', '.join(str(i) for i in indices)
+        # Read after describe: whichever process describe saw, a later start
+        # than the listing means the PID is not the one listed.
+        if record is not None and self._reused_since_listing(pid):
+            self.left_alone[pid] = REUSED_SINCE_LISTING
+            self._warn('%s: pid %d was listed as a new holder, but the process now behind it started after the '
+                       'listing (the PID was reused); it was left alone' % (where, pid))
+            return
         if record is None:
             self.left_alone[pid] = 'not visible'
             self._warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '

@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import signal
+import subprocess
+import time
 
 import pytest
 
@@ -1146,3 +1148,38 @@ def test_real_protected_descendant_survives_its_parents_tree_kill(spawned):
         assert not [line for line in lines if 'pid %d ' % client.pid in line]
     finally:
         client.kill()
+
+
+# -- a newcomer's PID reused between the listing and its description ---------
+
+def test_a_newcomer_started_after_the_listing_is_a_reused_pid_and_left_alone():
+    world = World(term_delay=0.3)
+    target = world.add(holder(1))
+
+    def fork():
+        world.add(holder(55, gpus=[0], create_time=77.0), parent=1, ignores_term=True)
+
+    world.procs[1]['forks_on_term'] = fork
+    # NVML listed PID 55; by the time it is described, another process has it.
+    world.listing_mark = lambda: 1000.0
+    world.born_after = lambda pid, mark: pid == 55
+    dummy, result = run(world, [target])
+    assert 55 not in [entry['pid'] for entry in result['released'] + result['survivors']]
+    assert (55, 'SIGKILL') not in [sent[1:] for sent in world.sent]
+    assert any('pid 55 was listed as a new holder, but the process now behind it started after the listing'
+               in warning for warning in result['warnings'])
+
+
+def test_born_after_compares_start_times_in_ticks_since_boot():
+    prober = esc.ProcProber()
+    before = prober.listing_mark()
+    child = subprocess.Popen(['sleep', '5'])
+    try:
+        time.sleep(0.05)
+        after = prober.listing_mark()
+        assert prober.born_after(child.pid, before - 100) is True
+        assert prober.born_after(child.pid, after + 2) is False
+        assert prober.born_after(2 ** 22 + 7, before) is False  # no such process: nothing to reject
+    finally:
+        child.kill()
+        child.wait()
