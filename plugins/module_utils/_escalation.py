@@ -1099,7 +1099,12 @@ class Escalation:
         return bool(protected)
 
     def _freeze_tree(self, target):
-        """SIGSTOP the target and its descendants until no new descendant appears."""
+        """SIGSTOP the target and its descendants until no new descendant appears.
+
+        Bounded like every wait of the run: a tree still growing when the
+        run's last deadline (``adoption_limit``) passes is killed as frozen so
+        far, and a warning says so.
+        """
         outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
         if outcome in (GONE, ZOMBIE, REUSED):
             return outcome
@@ -1107,12 +1112,18 @@ class Escalation:
             return outcome
         target.frozen = True
         for dummy in range(20):
+            if self._now() >= self.adoption_limit:
+                self._warn('pid %d: its process tree was still growing when the release reached its deadline; '
+                           '%d descendants were frozen and are killed with it' % (target.pid, len(target.tree)))
+                break
             fresh = [ref for ref in self.prober.descendants(target.pid)
                      if ref.pid not in target.tree and not self._excluded(ref.pid)
                      and not self._protected_descendant(ref.pid)]
             if not fresh:
                 break
             for ref in fresh:
+                if self._now() >= self.adoption_limit:
+                    break
                 if self._signal(ref, signal.SIGSTOP, '(descendant of pid %d)' % target.pid) == SENT:
                     target.tree[ref.pid] = ref
         return SENT

@@ -1183,3 +1183,48 @@ def test_born_after_compares_start_times_in_ticks_since_boot():
     finally:
         child.kill()
         child.wait()
+
+
+# -- stopping a large tree is bounded by the run's deadline --------------------
+
+class GrowingTree(World):
+    """A target whose tree gains 50 descendants at every look, and signals that take 10 ms each."""
+
+    def __init__(self):
+        World.__init__(self, term_delay=100)
+        self.next_pid = 1000
+
+    def descendants(self, pid):
+        refs = []
+        for dummy in range(50):
+            self.next_pid += 1
+            self.procs[self.next_pid] = {
+                'record': {}, 'exit_at': None, 'exited': False, 'state': 'sleeping', 'ignores_term': False,
+                'unkillable': False, 'forks_on_term': None, 'ppid': pid, 'create_time': float(self.next_pid)}
+            refs.append(ProcessRef(self.next_pid, float(self.next_pid)))
+        return refs
+
+    def describe(self, pid):
+        return None
+
+    def signaller(self, ref, signum, describe=''):
+        self.now += 0.01
+        self._tick()
+        return World.signaller(self, ref, signum, describe)
+
+
+def test_freezing_a_tree_that_keeps_growing_stops_at_the_deadline():
+    world = GrowingTree()
+    target = world.add(holder(1), ignores_term=True)
+    dummy, result = run(world, [target], grace=1, kill=1)
+    # The freeze ends at the run's deadline (grace, kill and the adoption slack), where the
+    # unbounded one took 20 rounds of 50 descendants, 10 s; then what was frozen is killed.
+    deadline = 1 + 1 + esc.ADOPTION_SLACK_SECONDS
+    [killed_at] = [when for when, pid, name in world.sent if (pid, name) == (1, 'SIGKILL')]
+    assert deadline <= killed_at <= deadline + 0.05
+    frozen = [pid for when, pid, name in world.sent if name == 'SIGSTOP' and pid != 1]
+    assert sorted(frozen) == sorted(pid for when, pid, name in world.sent if name == 'SIGKILL' and pid != 1)
+    assert len(frozen) < 1000
+    assert any('its process tree was still growing when the release reached its deadline' in warning
+               for warning in result['warnings'])
+    assert [entry['pid'] for entry in result['released']] == [1]
