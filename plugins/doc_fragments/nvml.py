@@ -24,8 +24,8 @@ options:
         process stuck in the kernel. All holders' titles are read at once; one that does not come in time
         leaves that holder with an empty title and C(unreadable) saying C(unreadable: possibly stuck in the
         kernel) with its state and wchan. It is still a holder, and still released when in scope."
-      - Must be greater than 0 and at most 600.
-    type: float
+      - A number greater than 0 and at most 600. A boolean is an error.
+    type: raw
     default: 5.0
   require_nvml:
     description:

@@ -107,6 +107,8 @@ try:
         DEV_DIR,
         PROC_ROOT,
         classify_device_path,
+        fd_device_paths,
+        maps_device_paths,
         read_cgroup,
         read_stat,
         read_status,
@@ -119,15 +121,12 @@ except ImportError:  # pragma: no cover
     read_status = read_wchan = signal_mask = read_stat = read_cgroup = None
     read_title = stuck_reason = None
     DEFAULT_READ_TIMEOUT = 2.0
-    classify_device_path = scan_device_holders = None
+    classify_device_path = scan_device_holders = fd_device_paths = maps_device_paths = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
 from ._guardian import FreezeLedger
-
-try:
-    from ._holders import protection as holder_protection
-except ImportError:  # pragma: no cover
-    holder_protection = None
+from ._protection import never_supervisor, protection_of
+from ._visibility import NOT_VISIBLE, holds_device_node, in_initial_pid_namespace
 
 try:
     import psutil
@@ -160,16 +159,6 @@ ON_SHARED_HOLDER = ('release', 'fail')
 # Signals a ladder may send by name. SIGSTOP/SIGCONT are the freeze step's
 # business; job-control and child signals make no sense here.
 LADDER_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGABRT', 'SIGKILL')
-
-# Parents never treated as supervisors: whoever started the workload, not the
-# workload. Killing a login shell, an init or a container runtime is too much.
-NEVER_SUPERVISORS = frozenset((
-    'sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'csh', 'tcsh', 'login', 'sshd', 'su', 'sudo',
-    'tmux', 'tmux: server', 'screen', 'SCREEN', 'systemd', 'init', '(sd-pam)',
-    'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'conmon', 'runc', 'crun',
-    'dockerd', 'docker', 'docker-init', 'podman', 'tini', 'dumb-init', 'catatonit',
-    'kubelet', 'slurmstepd', 'slurmd', 'srun', 'nohup', 'setsid', 'timeout', 'ansible',
-))
 
 REUSED_SINCE_LISTING = 'started after the listing that showed its PID (PID reused)'
 UNEXAMINED_PREFIX = 'appeared during the release after '
@@ -308,6 +297,8 @@ def build_scope(gpus, users=None, match=None, systemd_units=None, containers=Non
             pattern = re.compile(match)
         except re.error as exc:
             raise EscalationError("match: invalid regular expression %r: %s" % (match, exc))
+    if kinds is not None and not list(kinds):
+        raise EscalationError('kinds: must name at least one of %s; got: []' % ', '.join(KINDS))
     kinds = list(kinds) if kinds else ['compute']
     for position, kind in enumerate(kinds):
         if kind not in KINDS:
@@ -451,6 +442,8 @@ def holder_verdict(record, scope, own_pids=()):
         return PROTECTED, SELF_REASON
     if record.get('protected'):
         return PROTECTED, record.get('protected_reason') or 'protected'
+    if record.get('visible') is False:
+        return SKIPPED, NOT_VISIBLE
     gpus = set(record.get('gpus') or [])
     if not gpus & set(scope.gpus):
         reason = 'out of scope'
@@ -585,7 +578,7 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
             continue
         if ppid <= 2 or process.get('ppid') == 2 or ppid in scope.own_pids or process.get('is_self'):
             continue
-        if process.get('protected') or process.get('name') in NEVER_SUPERVISORS:
+        if process.get('protected') or never_supervisor(process):
             continue
         if not _user_matches(process, scope.users) or _permission_reason(process, scope):
             continue
@@ -712,7 +705,7 @@ def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 
     ``protection(info)`` returns ``(protected, reason)`` for a process dict;
-    the modules pass ``_holders.protection`` so that a supervisor is never a
+    the modules pass ``_protection.protection_of`` so that a supervisor is never a
     process the holder records would call protected. Each title is read
     within ``read_timeout`` seconds.
     """
@@ -744,6 +737,7 @@ class ProcProber:
         self.proc_root = PROC_ROOT if proc_root is None else proc_root
         self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
         self.read_timeout = read_timeout
+        self.shares_namespace = None
 
     def device_holders(self):
         """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
@@ -781,6 +775,19 @@ class ProcProber:
             return GONE
         except psutil.AccessDenied:
             return 'unknown'
+
+    def visible(self, pid):
+        """Whether a PID that NVML lists is a GPU holder here (``_visibility``: a device node, or the host's namespace)."""
+        if self.shares_namespace is None:
+            self.shares_namespace = in_initial_pid_namespace()
+        if self.shares_namespace:
+            return True
+        prefix = self.dev_dir.rstrip('/') + '/nvidia'
+        try:
+            paths = fd_device_paths(pid, prefix, self.proc_root) or maps_device_paths(pid, prefix, self.proc_root)
+        except OSError:
+            return False
+        return holds_device_node(paths, self.dev_dir)
 
     def wchan(self, pid):
         try:
@@ -1098,6 +1105,25 @@ class Escalation:
         protected, dummy = self._protection(record)
         return bool(protected)
 
+    def _in_tree(self, pid):
+        """Whether a descendant of a target is frozen and killed with it (see ``_freeze_tree``)."""
+        return not self._excluded(pid) and not self._protected_descendant(pid)
+
+    def predict_trees(self):
+        """``{pid: [descendant pids]}``: what the freeze and SIGKILL steps would take with each target now.
+
+        Check mode's prediction of ``descendants_killed``: the same decision as
+        ``_freeze_tree`` (holders left alone, protected processes and this
+        module's own are never part of a tree), from the same look at the
+        process tree, with no signal. A holder that exits on SIGTERM in the
+        real run takes no descendant with it.
+        """
+        for record in self.plan.targets:
+            self.targets.setdefault(record['pid'], _Target(record))
+            self.known_pids.add(record['pid'])
+        return dict((pid, sorted(ref.pid for ref in self.prober.descendants(pid) if self._in_tree(ref.pid)))
+                    for pid in sorted(self.targets))
+
     def _freeze_tree(self, target):
         """SIGSTOP the target and its descendants until no new descendant appears.
 
@@ -1117,8 +1143,7 @@ class Escalation:
                            '%d descendants were frozen and are killed with it' % (target.pid, len(target.tree)))
                 break
             fresh = [ref for ref in self.prober.descendants(target.pid)
-                     if ref.pid not in target.tree and not self._excluded(ref.pid)
-                     and not self._protected_descendant(ref.pid)]
+                     if ref.pid not in target.tree and self._in_tree(ref.pid)]
             if not fresh:
                 break
             for ref in fresh:
@@ -1352,6 +1377,9 @@ class Escalation:
             return
         record.update({'gpus': list(indices), 'kind': kind, 'adopted': True,
                        'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in self.own_pids})
+        seen_here = getattr(self.prober, 'visible', None)
+        if self.nvml_ok and seen_here is not None and not seen_here(pid):
+            record['visible'] = False
         record['protected'], record['protected_reason'] = self._protection(record)
         verdict, reason = newcomer_verdict(record, self.scope, self.own_pids)
         if verdict != TARGET:
@@ -1385,10 +1413,7 @@ class Escalation:
     def _protection(self, record):
         if self.protection is not None:
             return self.protection(record)
-        if holder_protection is None:  # pragma: no cover
-            return False, None
-        executable = os.path.basename(record.get('exe') or '') or record.get('name')
-        return holder_protection(record['pid'], executable, kernel_thread=record.get('ppid') == 2)
+        return protection_of(record)
 
     def _origins(self, pid, record):
         """The targets a newcomer comes from: its ancestor, else the targets of its GPUs."""
@@ -1636,12 +1661,14 @@ def _describe_indices(indices):
     return ', '.join(str(i) for i in indices) if indices else 'none'
 
 
-def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0):
+def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0, predicted_trees=None):
     """The module's result from the GPU records, holders, plan and run outcome.
 
     ``outcome`` is what ``Escalation.run`` returned, or None when nothing ran
-    (check mode, or nothing to do).
+    (check mode, or nothing to do). ``predicted_trees`` is what
+    ``Escalation.predict_trees`` returned in check mode.
     """
+    predicted_trees = predicted_trees or {}
     selected = set(plan.gpus)
     memory_after = (outcome or {}).get('memory_after') or {}
     gpu_results = []
@@ -1656,8 +1683,8 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         released = []
         if check_mode:
             released = [summarize(record, last_signal=None, seconds_to_release=None, outcome='planned',
-                                  shared=bool(record.get('shared')), skipped_steps=[], descendants_killed=[],
-                                  adopted=False)
+                                  shared=bool(record.get('shared')), skipped_steps=[],
+                                  descendants_killed=list(predicted_trees.get(record['pid'], [])), adopted=False)
                         for record in plan.targets]
         supervisors = [dict(entry, outcome='would be frozen and killed' if check_mode else 'left alone')
                        for entry in plan.supervisors]
@@ -1683,8 +1710,11 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         'steps': outcome['steps'],
         'elapsed_seconds': round(elapsed, 3),
         'diff': {
-            'before': {'holders': [_holder_line(h) for h in in_scope]},
-            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone]},
+            # Descendants go with their holder's tree: killed (or, in check mode, to be killed) with it.
+            'before': {'holders': [_holder_line(h) for h in in_scope],
+                       'descendants': ['pid %s, descendant of pid %s' % (pid, entry['pid'])
+                                       for entry in outcome['released'] for pid in entry.get('descendants_killed') or []]},
+            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone], 'descendants': []},
         },
     }
     failures = failure_lines(outcome, gpus)
@@ -1694,6 +1724,9 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         _describe_indices(plan.gpus))
     if not check_mode and outcome.get('elapsed_seconds') is not None:
         summary += ' in %.2f s' % outcome['elapsed_seconds']
+    descendants = sum(len(entry.get('descendants_killed') or []) for entry in result['released'])
+    if descendants:
+        summary += ' with %d descendant%s' % (descendants, '' if descendants == 1 else 's')
     if result['supervisors']:
         summary += ', %d supervisor%s' % (len(result['supervisors']), '' if len(result['supervisors']) == 1 else 's')
     # The module's own processes hold the device nodes while NVML is open: listed, not counted.

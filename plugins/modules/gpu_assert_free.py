@@ -69,13 +69,14 @@ options:
     default: []
   timeout_seconds:
     description:
-      - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once.
-    type: float
+      - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once. A boolean is an
+        error.
+    type: raw
     default: 0.0
   poll_interval:
     description:
-      - Seconds between two looks while waiting, from 0.005 to 5.
-    type: float
+      - Seconds between two looks while waiting, from 0.005 to 5. A boolean is an error.
+    type: raw
     default: 0.05
   require_nvml:
     description:
@@ -211,6 +212,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     discover,
     host_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -237,8 +239,8 @@ def main():
         max_used_mib=dict(type='int'),
         max_used_percent=dict(type='float'),
         allow=dict(type='list', elements='str', default=[]),
-        timeout_seconds=dict(type='float', default=0.0),
-        poll_interval=dict(type='float', default=DEFAULT_POLL_INTERVAL),
+        timeout_seconds=seconds_spec(0.0),
+        poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
     )
     argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
     argument_spec.update(NVML_ARGUMENT_SPEC)
@@ -250,6 +252,9 @@ def main():
     if module.params['require_nvml'] and not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
     params = module.params
+    error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout'))
+    if error:
+        module.fail_json(msg=error)
     error = check_timeout(params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)

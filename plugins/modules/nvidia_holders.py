@@ -284,6 +284,13 @@ holders:
         Daemons that PID 1 started directly count as well; use RV(holders[].systemd_unit) to tell them apart.
       type: bool
       sample: true
+    visible:
+      description: False for a PID that NVML lists but whose process here holds no NVIDIA device node, when the
+        module runs outside the host's PID namespace (NVML may report host PIDs there, naming other processes).
+        Such a record describes whatever process has that PID here; it is never signalled, and it keeps its GPU
+        from counting as free. True otherwise.
+      type: bool
+      sample: true
     unreadable:
       description:
         - Why the title could not be read, or V(null). Reading C(/proc/PID/cmdline) waits for the process's
@@ -316,6 +323,7 @@ holders:
       is_self: false
       sigterm_ignored: false
       orphaned: true
+      visible: true
       unreadable: null
 '''
 
@@ -323,11 +331,11 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     HAS_PSUTIL,
-    PROTECTION_ARGUMENT_SPEC,
     PSUTIL_IMP_ERR,
     discover,
     host_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -335,6 +343,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     check_timeout,
     read_inventory,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,
@@ -352,7 +361,7 @@ def main():
         module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
     if module.params['require_nvml'] and not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
-    error = check_timeout(module.params['nvml_timeout'])
+    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
 
@@ -371,7 +380,8 @@ def main():
         module.fail_json(msg=str(exc), nvml_available=nvml_view.available)
 
     snapshot = discover(nvml_view, protect=module.params['protect'], unprotect=module.params['unprotect'],
-                        gpu_indices=indices, read_timeout=module.params['nvml_timeout'])
+                        protect_units=module.params['protect_units'], gpu_indices=indices,
+                        read_timeout=module.params['nvml_timeout'])
     for warning in snapshot.warnings:
         module.warn(warning)
 

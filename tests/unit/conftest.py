@@ -46,7 +46,15 @@ if sys.argv[1] == 'ignore':
 if sys.argv[2]:
     with open('/proc/self/comm', 'w') as comm:
         comm.write(sys.argv[2])
-handles = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
+handles = [os.open(path, os.O_RDONLY) for path in sys.argv[4:]]
+# Children that hold nothing (they close the inherited handles): part of the holder's tree.
+for dummy in range(int(sys.argv[3])):
+    if os.fork() == 0:
+        for handle in handles:
+            os.close(handle)
+        os.close(1)
+        time.sleep(60)
+        os._exit(0)
 sys.stdout.write('ready\n')
 sys.stdout.flush()
 time.sleep(60)
@@ -71,17 +79,27 @@ def fake_dev(tmp_path):
     return str(tmp_path)
 
 
+def _children_of(pid):
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as handle:
+            return [int(field) for field in handle.read().split()]
+    except OSError:
+        return []
+
+
 @pytest.fixture
 def spawn_holder():
     """Start child processes that hold the given paths open; they are killed afterwards.
 
-    ``spawn_holder(paths, ignore_sigterm=False, comm=None)`` returns the Popen.
+    ``spawn_holder(paths, ignore_sigterm=False, comm=None, forks=0)`` returns
+    the Popen; ``forks`` children that hold nothing sit in its tree.
     """
     children = []
 
-    def spawn(paths, ignore_sigterm=False, comm=None):
+    def spawn(paths, ignore_sigterm=False, comm=None, forks=0):
         child = subprocess.Popen(
-            [sys.executable, '-c', _HOLDER_CODE, 'ignore' if ignore_sigterm else 'default', comm or ''] + list(paths),
+            [sys.executable, '-c', _HOLDER_CODE, 'ignore' if ignore_sigterm else 'default', comm or '',
+             str(forks)] + list(paths),
             stdout=subprocess.PIPE)
         children.append(child)
         assert child.stdout.readline() == b'ready\n'
@@ -90,6 +108,8 @@ def spawn_holder():
     yield spawn
     for child in children:
         if child.poll() is None:
+            for grandchild in _children_of(child.pid):
+                os.kill(grandchild, signal.SIGKILL)
             child.send_signal(signal.SIGKILL)
         child.wait()
         child.stdout.close()

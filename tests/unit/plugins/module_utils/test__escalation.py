@@ -693,6 +693,19 @@ def test_protection_callable_decides_for_newcomers():
     assert plan.protected[0]['reason'] == 'appeared during the release; user protected executable python3'
 
 
+def test_newcomer_that_nvml_lists_but_holds_no_node_here_is_left_alone():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10))
+    simulate_fork_then_exit(world, 10, 55)
+    # Seen from another PID namespace, pid 55 here holds no NVIDIA device node.
+    world.visible = lambda pid: pid != 55
+    plan, result = run(world, [target], grace=3, kill=5)
+    assert 55 not in [s[1] for s in world.sent]
+    assert [(e['pid'], e['reason']) for e in plan.skipped] == [
+        (55, 'appeared during the release; listed by NVML but not visible as a GPU holder here (another PID '
+             'namespace?)')]
+
+
 def test_newcomer_on_a_gpu_no_target_holds_is_ignored():
     world = World(term_delay=0.3)
     target = world.add(holder(10, gpus=[0]))

@@ -46,6 +46,9 @@ def fake_dev_discovery(monkeypatch, fake_dev, point_discovery):
     ({'max_used_mib': 10, 'max_used_percent': 1}, 'parameters are mutually exclusive: max_used_mib|max_used_percent'),
     ({'timeout_seconds': -1}, 'timeout_seconds: must be a number of seconds from 0 to 3600; got: -1.0'),
     ({'nvml_timeout': 0}, 'nvml_timeout must be greater than 0 and at most 600 seconds; got: 0.0'),
+    ({'timeout_seconds': True}, 'timeout_seconds: must be a number of seconds, not a boolean; got: True'),
+    ({'poll_interval': False}, 'poll_interval: must be a number of seconds, not a boolean; got: False'),
+    ({'nvml_timeout': 'soon'}, "nvml_timeout: must be a number of seconds; got: 'soon'"),
 ])
 def test_bad_input(run_module, gpus, args, message):
     gpus()

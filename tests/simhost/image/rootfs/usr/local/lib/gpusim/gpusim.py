@@ -12,6 +12,7 @@
                               nv-hostengine, dcgm-exporter) as systemd units
   gpusim nvml ok|hang|no-driver|no-library [--at init|query] [--seconds N]
   gpusim configure [--gpus N] [--gpu-mib MIB] [--reserved-mib MIB] [--name S]
+                   [--pid-offset N]
   gpusim show                 what NVML reports, as JSON (through pynvml)
   gpusim reset-state          stop every workload this tool started, clear
                               claims and persistence settings, NVML back to ok
@@ -657,6 +658,8 @@ def cmd_configure(args):
         conf["name"] = args.name
     if args.persistence_mode is not None:
         conf["persistence_mode"] = str(args.persistence_mode)
+    if args.pid_offset is not None:
+        conf["pid_offset"] = str(args.pid_offset)
     write_conf(conf)
     make_dirs()
     make_device_nodes(int(conf["gpus"]))
@@ -739,6 +742,7 @@ def cmd_reset_state(_args):
             os.unlink(os.path.join(directory, name))
     conf = read_conf()
     conf["nvml"] = "ok"
+    conf["pid_offset"] = "0"
     write_conf(conf)
     if not os.path.exists(LIBRARY) and os.path.exists(LIBRARY_OFF):
         os.rename(LIBRARY_OFF, LIBRARY)
@@ -814,6 +818,9 @@ def main(argv=None):
     configure.add_argument("--reserved-mib", type=int)
     configure.add_argument("--name")
     configure.add_argument("--persistence-mode", type=int, choices=[0, 1])
+    # NVML reports every PID plus this offset, as an old driver reports host
+    # PIDs to a caller in a container.
+    configure.add_argument("--pid-offset", type=int)
     configure.set_defaults(func=cmd_configure)
     sub.add_parser("boot").set_defaults(func=cmd_boot)
     clients = sub.add_parser("clients")
