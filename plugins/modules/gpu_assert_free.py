@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: gpu_assert_free
 short_description: Prove that NVIDIA GPUs are free, or fail with a clear account of why not
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - The last check before a model is deployed. Succeeds only when every selected GPU is free, and otherwise
     fails with one line per busy GPU naming its memory and holders, followed by the operator's next step.

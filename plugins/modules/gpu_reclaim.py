@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: gpu_reclaim
 short_description: Release NVIDIA GPUs by a scoped, protected escalation that stops as soon as the memory is back
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - Finds every process that holds the selected GPUs (the same discovery as M(gpuops.reclaim.nvidia_holders)),
     decides which of them to release, and walks each one along an escalation ladder until its GPU memory is back.
