@@ -110,17 +110,21 @@ try:
         fd_device_paths,
         maps_device_paths,
         read_cgroup,
-        read_cmdline,
+        read_stat,
         read_status,
         read_wchan,
         scan_device_holders,
         signal_mask,
     )
+    from ._procread import DEFAULT_TIMEOUT as DEFAULT_READ_TIMEOUT, read_title, stuck_reason
 except ImportError:  # pragma: no cover
-    read_status = read_wchan = signal_mask = read_cmdline = read_cgroup = None
+    read_status = read_wchan = signal_mask = read_stat = read_cgroup = None
+    read_title = stuck_reason = None
+    DEFAULT_READ_TIMEOUT = 2.0
     classify_device_path = scan_device_holders = fd_device_paths = maps_device_paths = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
+from ._guardian import FreezeLedger
 from ._protection import never_supervisor, protection_of
 from ._visibility import NOT_VISIBLE, holds_device_node, in_initial_pid_namespace
 
@@ -156,6 +160,7 @@ ON_SHARED_HOLDER = ('release', 'fail')
 # business; job-control and child signals make no sense here.
 LADDER_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGABRT', 'SIGKILL')
 
+REUSED_SINCE_LISTING = 'started after the listing that showed its PID (PID reused)'
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
 
@@ -642,15 +647,20 @@ def descendant_pids(pid, proc_root='/proc'):
     return found
 
 
-def describe_process(pid):
-    """A process dict as ``plan_release`` wants for ``processes``, or None if gone."""
+def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
+    """A process dict as ``plan_release`` wants for ``processes``, or None if gone.
+
+    The name is ``comm`` from ``/proc/PID/stat`` (psutil's ``name()`` may read
+    ``cmdline``, which can block); the title is read within ``read_timeout``
+    seconds, and when it does not come, ``unreadable`` says so.
+    """
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
             info = {
                 'pid': pid,
                 'ppid': proc.ppid(),
-                'name': proc.name(),
+                'name': read_stat(pid)['comm'],
                 'create_time': proc.create_time(),
                 'uid': proc.uids().real,
             }
@@ -669,10 +679,14 @@ def describe_process(pid):
     info['title'] = None
     info['systemd_unit'] = None
     info['container'] = None
+    info['unreadable'] = None
     try:
-        info['title'] = read_cmdline(pid) or info['name']
+        info['title'] = read_title(pid, read_timeout)
     except Exception:  # pylint: disable=broad-except
         info['title'] = info['name']
+    if info['title'] is None:
+        info['unreadable'] = stuck_reason(pid, read_timeout)
+    info['title'] = info['title'] or info['name']
     try:
         info.update(read_cgroup(pid))
     except Exception:  # pylint: disable=broad-except
@@ -687,18 +701,19 @@ def _safe_status(pid):
         return 'gone'
 
 
-def parent_processes(holders, protection=None):
+def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT):
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 
     ``protection(info)`` returns ``(protected, reason)`` for a process dict;
     the modules pass ``_protection.protection_of`` so that a supervisor is never a
-    process the holder records would call protected.
+    process the holder records would call protected. Each title is read
+    within ``read_timeout`` seconds.
     """
     processes = {}
     for record in holders:
         ppid = record.get('ppid')
         if ppid and ppid > 1 and ppid not in processes:
-            info = describe_process(ppid)
+            info = describe_process(ppid, read_timeout)
             if info is None:
                 continue
             if protection is not None:
@@ -718,9 +733,10 @@ class ProcProber:
     reads the live ``/proc``.
     """
 
-    def __init__(self, proc_root=None, dev_dir=None):
+    def __init__(self, proc_root=None, dev_dir=None, read_timeout=DEFAULT_READ_TIMEOUT):
         self.proc_root = PROC_ROOT if proc_root is None else proc_root
         self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
+        self.read_timeout = read_timeout
         self.shares_namespace = None
 
     def device_holders(self):
@@ -796,6 +812,27 @@ class ProcProber:
                 continue
         return refs
 
+    def listing_mark(self):
+        """Now, in clock ticks since boot (``/proc/uptime``), taken right before a listing."""
+        try:
+            with open('%s/uptime' % self.proc_root) as handle:
+                return float(handle.read().split()[0]) * os.sysconf('SC_CLK_TCK')
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def born_after(self, pid, mark):
+        """Whether ``pid`` now names a process started after ``mark`` (a ``listing_mark``).
+
+        Such a process cannot be the one a listing taken after ``mark`` showed:
+        the PID was reused in between. Start times are in ticks since boot on
+        both sides, so no wall clock is involved.
+        """
+        try:
+            started = read_stat(pid, self.proc_root)['starttime']
+        except (OSError, ValueError, IndexError):
+            return False
+        return started > mark + 1
+
     def ancestors(self, pid):
         """PIDs of the ancestors of ``pid``, nearest first."""
         chain = []
@@ -808,7 +845,7 @@ class ProcProber:
 
     def describe(self, pid):
         """A minimal holder-like record for a process found during the run, or None."""
-        info = describe_process(pid)
+        info = describe_process(pid, self.read_timeout)
         if info is None:
             return None
         try:
@@ -900,7 +937,7 @@ class Escalation:
                  clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
                  nvml_timeout=None, known_pids=(), baseline_mib=None,
                  threshold_mib=RELEASE_THRESHOLD_MIB, protection=None, own_pids=None,
-                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS):
+                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None):
         self.plan = plan
         self.ladder = ladder
         self.nvml = nvml
@@ -911,8 +948,12 @@ class Escalation:
         self.protection = protection
         self.minor_to_index = dict(minor_to_index) if minor_to_index is not None else None
         self.max_newcomers = max_newcomers
-        self.prober = prober or ProcProber()
+        self.prober = prober or ProcProber(read_timeout=nvml_timeout or DEFAULT_READ_TIMEOUT)
         self.log = log
+        # Every SIGSTOP and SIGCONT is recorded, and a guardian thaws what is
+        # still stopped if this process dies (see _guardian). Stand-in
+        # signallers stop nothing real, so they need no guardian.
+        self.ledger = ledger or FreezeLedger(guardian=signaller is None)
         if signaller is None:
             def signaller(ref, signum, describe=''):
                 return signal_process(ref, signum, log=self.log, describe=describe)
@@ -941,6 +982,7 @@ class Escalation:
         self._scan_due = 0.0        # None once the /proc scan failed
         self._scan_owed = False     # a target exited since the last /proc scan
         self._exit_unobserved = False
+        self._listed_at = None      # ticks since boot right before the last listing (NVML or /proc)
         # No adopted holder waits past this (seconds from the start).
         self.adoption_limit = sum(step['wait'] for step in ladder) + ADOPTION_SLACK_SECONDS
 
@@ -954,10 +996,22 @@ class Escalation:
             self.warnings.append(text)
 
     def _signal(self, ref, signum, describe=''):
-        outcome = self.signaller(ref, signum, describe)
+        if signum in (signal.SIGSTOP, signal.SIGCONT):
+            outcome = self.ledger.signal(ref, signum, lambda r, s: self.signaller(r, s, describe))
+        else:
+            outcome = self.signaller(ref, signum, describe)
+            if signum == signal.SIGKILL and outcome == SENT:
+                self.ledger.killed(ref)
         if outcome == SENT:
             self.sent += 1
         return outcome
+
+    def _thaw_left_frozen(self):
+        """SIGCONT to whatever is still stopped: nothing frozen outlives the run."""
+        thawed = [pid for pid, ref in sorted(self.ledger.frozen.items())
+                  if self._signal(ref, signal.SIGCONT, '(frozen by this run, never killed)') == SENT]
+        if thawed:
+            self._warn('pid %s stayed frozen and was thawed at the end' % ', '.join(str(pid) for pid in thawed))
 
     def _step_log(self, position, now, pid=None, skipped=None):
         entry = self._steps[position]
@@ -1071,7 +1125,12 @@ class Escalation:
                     for pid in sorted(self.targets))
 
     def _freeze_tree(self, target):
-        """SIGSTOP the target and its descendants until no new descendant appears."""
+        """SIGSTOP the target and its descendants until no new descendant appears.
+
+        Bounded like every wait of the run: a tree still growing when the
+        run's last deadline (``adoption_limit``) passes is killed as frozen so
+        far, and a warning says so.
+        """
         outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
         if outcome in (GONE, ZOMBIE, REUSED):
             return outcome
@@ -1079,11 +1138,17 @@ class Escalation:
             return outcome
         target.frozen = True
         for dummy in range(20):
+            if self._now() >= self.adoption_limit:
+                self._warn('pid %d: its process tree was still growing when the release reached its deadline; '
+                           '%d descendants were frozen and are killed with it' % (target.pid, len(target.tree)))
+                break
             fresh = [ref for ref in self.prober.descendants(target.pid)
                      if ref.pid not in target.tree and self._in_tree(ref.pid)]
             if not fresh:
                 break
             for ref in fresh:
+                if self._now() >= self.adoption_limit:
+                    break
                 if self._signal(ref, signal.SIGSTOP, '(descendant of pid %d)' % target.pid) == SENT:
                     target.tree[ref.pid] = ref
         return SENT
@@ -1190,6 +1255,7 @@ class Escalation:
                 target.state = status
         if not self.plan.gpus:
             return
+        self._mark_listing()
         if self.nvml_ok:
             try:
                 polled = self.nvml.poll(self.plan.gpus, self.nvml_timeout)
@@ -1242,6 +1308,7 @@ class Escalation:
             return
         self._scan_owed = False
         started = self.clock()
+        self._mark_listing()
         try:
             holders = scan()
         except Exception as exc:  # pylint: disable=broad-except
@@ -1265,6 +1332,17 @@ class Escalation:
                 self._also_holds(pid, index)
         self.proc_view = view
 
+    def _mark_listing(self):
+        mark = getattr(self.prober, 'listing_mark', None)
+        self._listed_at = mark() if mark is not None else None
+
+    def _reused_since_listing(self, pid):
+        """Whether the process now behind ``pid`` started after the listing that showed the PID."""
+        born_after = getattr(self.prober, 'born_after', None)
+        if born_after is None or self._listed_at is None:
+            return False
+        return born_after(pid, self._listed_at)
+
     def _index_of(self, minor):
         if self.minor_to_index is None:
             return minor
@@ -1285,6 +1363,13 @@ class Escalation:
         self.newcomers += 1
         record = self.prober.describe(pid)
         where = 'GPU %s' % ', '.join(str(i) for i in indices)
+        # Read after describe: whichever process describe saw, a later start
+        # than the listing means the PID is not the one listed.
+        if record is not None and self._reused_since_listing(pid):
+            self.left_alone[pid] = REUSED_SINCE_LISTING
+            self._warn('%s: pid %d was listed as a new holder, but the process now behind it started after the '
+                       'listing (the PID was reused); it was left alone' % (where, pid))
+            return
         if record is None:
             self.left_alone[pid] = 'not visible'
             self._warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '
@@ -1415,21 +1500,28 @@ class Escalation:
         for record in self.plan.targets:
             self.targets[record['pid']] = _Target(record)
             self.known_pids.add(record['pid'])
-        self._freeze_supervisors()
-        freeze_supervisors_done = self._now()
-        while True:
-            now = self._now()
-            self._observe(now)
-            for target in list(self.targets.values()):
-                self._advance(target, now)
-            if self._finished(now):
-                break
-            delay = self._next_wake(now) - self._now()
-            if delay > 0:
-                self.sleep(delay)
-        for result in self.supervisors:
-            if '_ref' in result:
-                self._kill_supervisor(result)
+        try:
+            self._freeze_supervisors()
+            freeze_supervisors_done = self._now()
+            while True:
+                now = self._now()
+                self._observe(now)
+                for target in list(self.targets.values()):
+                    self._advance(target, now)
+                if self._finished(now):
+                    break
+                delay = self._next_wake(now) - self._now()
+                if delay > 0:
+                    self.sleep(delay)
+            for result in self.supervisors:
+                if '_ref' in result:
+                    self._kill_supervisor(result)
+        finally:
+            # Normal end or exception alike; the module's death is the guardian's.
+            self._thaw_left_frozen()
+            self.ledger.close()
+        if self.ledger.warning:
+            self._warn(self.ledger.warning)
         return self.result(freeze_supervisors_done)
 
     # -- the result --------------------------------------------------------

@@ -290,7 +290,7 @@ def main():
                     # NVML went away (or hung) while waiting: nothing more can be proven.
                     state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
             state['view'] = None
-            snapshot = discover(current, gpu_indices=indices)
+            snapshot = discover(current, gpu_indices=indices, read_timeout=params['nvml_timeout'])
             for warning in snapshot.warnings:
                 if warning not in state['warnings']:
                     state['warnings'].append(warning)

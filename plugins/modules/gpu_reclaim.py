@@ -616,7 +616,7 @@ def main():
 
         own = self_and_ancestors()
         snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'],
-                            protect_units=params['protect_units'])
+                            protect_units=params['protect_units'], read_timeout=params['nvml_timeout'])
         for warning in snapshot.warnings:
             module.warn(warning)
         scope = build_scope(indices, users=params['users'], match=params['match'],
@@ -629,8 +629,8 @@ def main():
                                  protect_units=params['protect_units'], is_self=info['pid'] in own)
 
         try:
-            plan = plan_release(snapshot.holders, scope,
-                                processes=parent_processes(snapshot.holders, protection=protected))
+            parents = parent_processes(snapshot.holders, protection=protected, read_timeout=params['nvml_timeout'])
+            plan = plan_release(snapshot.holders, scope, processes=parents)
         except SharedHolderError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 

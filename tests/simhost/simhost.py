@@ -35,6 +35,8 @@ import time
 import zipfile
 
 HERE = os.path.dirname(os.path.realpath(__file__))
+# Fault injections the image carries (tests/faults): the FUSE server that never answers.
+FAULTS = os.path.join(os.path.dirname(HERE), "faults")
 REPO = os.path.dirname(os.path.dirname(HERE))
 # GPUSIM_BUILD_DIR: another build folder (its own image store), e.g. to
 # measure a build from nothing without touching the hosts in use.
@@ -335,6 +337,7 @@ def host_recipe_hash():
     digest.update(base_recipe_hash().encode())
     for sub in ("image", "nvml"):
         hash_tree(digest, os.path.join(HERE, sub))
+    hash_tree(digest, FAULTS)
     for prefix in ("nvidia_nvml_dev-13.5.37-", "nvidia_ml_py-13.615.71-"):
         digest.update(prefix.encode())
     with open(os.path.realpath(__file__), "rb") as handle:
@@ -407,6 +410,8 @@ def _ensure_host_image(force=False):
     staged = compile_stage()
     shutil.copytree(staged, os.path.join(context, "rootfs"), symlinks=True,
                     dirs_exist_ok=True)
+    shutil.copy(os.path.join(FAULTS, "blockfs.py"),
+                os.path.join(context, "rootfs", "usr", "local", "lib", "gpusim", "blockfs.py"))
     shutil.copy(os.path.join(HERE, "image", "setup-image.sh"), context)
     with open(os.path.join(context, "Containerfile"), "w") as handle:
         handle.write("FROM %s\n"
@@ -507,6 +512,11 @@ def wait_running(name, timeout):
         name, timeout, state))
 
 
+def fuse_device():
+    """/dev/fuse for tests/faults/blockfs.py, where the machine has it."""
+    return ["--device", "/dev/fuse"] if os.path.exists("/dev/fuse") else []
+
+
 def cmd_up(args):
     write_podman_conf()
     started = time.time()
@@ -547,6 +557,7 @@ def cmd_up(args):
            # for gpusim-init's cgroup mount only; PID 1 drops it
            "--cap-add", "SYS_ADMIN",
            "--stop-signal", "SIGRTMIN+3",
+           *fuse_device(),
            tag, "/usr/local/sbin/gpusim-init")
     state = wait_running(name, 60)
     log("%s up (%s, %d GPUs of %d MiB) in %.1f s" % (
