@@ -687,11 +687,7 @@ def describe_process(pid):
                 info['exe'] = proc.exe() or None
             except Exception:  # pylint: disable=broad-except
                 info['exe'] = None
-            try:
-                # The controlling terminal, from /proc/PID/stat (tells an interactive shell).
-                info['tty'] = proc.terminal()
-            except Exception:  # pylint: disable=broad-except
-                info['tty'] = None
+            info['tty'] = _tty_number(pid)
         info['children'] = [child for child in child_pids(pid)
                             if _safe_status(child) not in ('zombie', 'gone')]
     except Exception:  # pylint: disable=broad-except
@@ -708,6 +704,16 @@ def describe_process(pid):
     except Exception:  # pylint: disable=broad-except
         pass
     return info
+
+
+def _tty_number(pid):
+    """The controlling terminal's device number (field 7 of /proc/PID/stat), or None: tells an interactive shell."""
+    try:
+        with open('/proc/%d/stat' % pid) as handle:
+            number = int(handle.read().rpartition(')')[2].split()[4])
+    except (OSError, ValueError, IndexError):
+        return None
+    return number or None
 
 
 def _safe_status(pid):
