@@ -217,6 +217,8 @@ class Harness:
         self.monitor_exe = None
         self.monitor_env = None
         self.started = time.time()
+        # Stand-in device nodes instead of CUDA (the harness's own offline tests only).
+        self.simulate = None
 
     # -- child processes -------------------------------------------------------
 
@@ -698,6 +700,8 @@ class Harness:
         first, last = self.gpu_indices[0], self.gpu_indices[-1]
         gib = self.args.gib if first != last else self.args.gib / 2
         worker = [self.python, DEPLOYMENT, 'worker', '--run-dir', run_dir, '--gib', str(gib)]
+        if self.simulate:
+            worker += ['--simulate', self.simulate]
         loop = 'while true; do %s --tp 0 --gpu %d --name respawned; sleep 0.5; done' % (
             ' '.join(shlex.quote(word) for word in worker), first)
         with self.logfile(label) as out:
