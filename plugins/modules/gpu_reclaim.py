@@ -448,9 +448,9 @@ sources:
     - What could start a released holder again, and what was done about it. C(kind) is V(parent), V(systemd),
       V(container) or V(pod); C(pid) is the parent's (or the unit's main) process, C(title) its command line,
       C(unit), C(container) and C(pod) where they apply, C(holder_pids) the holders it owns.
-    - C(action) is V(frozen and killed), V(frozen, then thawed), V(stopped), V(stop failed: ...), V(left alone),
+    - "C(action) is V(frozen and killed), V(frozen, then thawed), V(stopped), V(stop failed: ...), V(left alone),
       or in check mode V(would be frozen and killed), V(would be frozen, then thawed), V(would be stopped).
-      C(reason) says why.
+      C(reason) says why."
   returned: always
   type: list
   elements: dict
