@@ -53,12 +53,10 @@ description:
     signalled, and is returned in RV(survivors), which fails the task. No wait of an adopted holder ends later
     than 0.5 s after the sum of the ladder's waits, so the release takes at most O(grace_seconds) plus
     O(kill_seconds) plus 0.5 s with the default ladder, whatever appears."
-  - "Supervisors: the parent of a targeted holder is frozen before anything else is signalled, and killed with
-    the holders, when it is not PID 1, a kernel thread, this module or an ancestor, protected, itself a holder, a
-    shell, init system, session manager or container runtime, passes O(users), may be signalled by this user,
-    and either matches every filter among O(match), O(systemd_units) and O(containers) that is given, or is a
-    plain process whose live children are all targeted holders (a respawning parent). They are returned in
-    RV(supervisors) with the reason."
+  - "Supervisors: the source parents (see below) that are frozen first and killed with the holders, because their
+    live children are all targeted holders (a respawning parent, a shell loop included), or because they match every
+    filter among O(match), O(systemd_units) and O(containers) that is given. They are returned in RV(supervisors)
+    with the reason, and in RV(sources) with every other source."
   - "Sources: what could start a released holder again is found and returned in RV(sources). A parent that is
     not PID 1, an init system, a container runtime or shim, a session process (sshd, login, su, sudo, tmux,
     screen), protected, or this module or an ancestor, is frozen (SIGSTOP) before the first signal to its
