@@ -813,7 +813,7 @@ class Harness:
         label = 'sources-raw-%d' % repetition
         dummy, records, respawner, unshare = self.deploy_sources(label)
         self.check_held(label)
-        command = [self.python, PROBE, 'raw', '--threshold-mib', str(self.args.threshold_mib), '--interval',
+        command = [self.python, PROBE, 'raw', '--now', '--threshold-mib', str(self.args.threshold_mib), '--interval',
                    str(self.args.poll_interval), '--grace', str(self.args.grace), '--timeout', '120',
                    '--respawner', str(respawner.pid)]
         for record in records.values():
