@@ -438,7 +438,7 @@ class Harness:
         parent.wait()
         return run_dir, records, monitor_record
 
-    def check_held(self, what):
+    def check_held(self, what, indices=None):
         """Right before a path acts: NVML shows the workers' memory on every GPU (read
         in a child process), and no process the harness did not start holds a GPU,
         since the module and the one-liner would signal it."""
@@ -450,6 +450,8 @@ class Harness:
                                    '%d (%s)' % (r['pid'], r.get('name')) for r in listing['foreign'])))
         want = self.args.gib * 1024 * 0.9
         for gpu in snapshot.get('gpus', []):
+            if indices is not None and gpu['index'] not in indices:
+                continue
             if gpu['memory_used_mib'] < want:
                 raise HarnessError('%s: GPU %d shows %d MiB used, expected at least %d'
                                    % (what, gpu['index'], gpu['memory_used_mib'], want))
@@ -690,6 +692,10 @@ class Harness:
 
     # -- the sources scenario: what brings a holder back ---------------------------
 
+    def sources_gpus(self):
+        """The GPUs the sources scenario loads: the first and the last."""
+        return set([self.gpu_indices[0], self.gpu_indices[-1]])
+
     def deploy_sources(self, label):
         """A worker respawned by a shell loop, and a worker that is PID 1 of its own PID namespace with no
         SIGTERM handler (unshare --pid --fork --mount-proc: without --mount-proc CUDA fails with error 304).
@@ -747,7 +753,7 @@ class Harness:
     def run_sources_module(self, repetition):
         label = 'sources-module-%d' % repetition
         run_dir, records, respawner, unshare = self.deploy_sources(label)
-        self.check_held(label)
+        self.check_held(label, self.sources_gpus())
         report_dir = os.path.join(run_dir, 'report')
         os.makedirs(report_dir)
         timing_file = os.path.join(run_dir, 'timing.jsonl')
@@ -812,7 +818,7 @@ class Harness:
     def run_sources_raw(self, repetition):
         label = 'sources-raw-%d' % repetition
         dummy, records, respawner, unshare = self.deploy_sources(label)
-        self.check_held(label)
+        self.check_held(label, self.sources_gpus())
         command = [self.python, PROBE, 'raw', '--now', '--threshold-mib', str(self.args.threshold_mib), '--interval',
                    str(self.args.poll_interval), '--grace', str(self.args.grace), '--timeout', '120',
                    '--respawner', str(respawner.pid)]
