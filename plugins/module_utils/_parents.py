@@ -12,9 +12,11 @@ decides, from a process dict (see ``_escalation.describe_process``), one of:
 ``None``
     not a source: PID 1, a kernel thread, the module or one of its
     ancestors, an init system, a container runtime or shim, a scheduler
-    daemon (they reap and restart by design, and are never signalled), or a
+    daemon (they reap and restart by design, and are never signalled), a
     session process (``sshd``, ``login``, ``su``, ``sudo``, ``tmux``,
-    ``screen``).
+    ``screen``) or a launcher (``unshare``, ``timeout``, ``nohup``...): the
+    names of ``_protection.NEVER_SUPERVISORS`` but the shells, by command
+    name or executable.
 
 ``LEAVE``
     a source that is never signalled: protected, or outside the scope
@@ -42,22 +44,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
+from ._protection import NEVER_SUPERVISORS
+
 LEAVE = 'leave'
 THAW = 'thaw'
 KILL = 'kill'
 
 SHELLS = frozenset(('sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'fish', 'csh', 'tcsh'))
 
-# Never a source: they reap, restart or host processes by design, and killing
-# them takes down far more than a workload.
-NOT_SOURCES = frozenset((
-    'systemd', 'init', '(sd-pam)',
-    'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'conmon', 'runc', 'crun',
-    'dockerd', 'docker', 'docker-init', 'docker-proxy', 'podman', 'nerdctl', 'tini', 'dumb-init', 'catatonit',
-    'kubelet', 'slurmstepd', 'slurmd', 'srun', 'ansible',
-    'sshd', 'sshd-session', 'login', 'su', 'sudo', 'runuser', 'agetty',
-    'tmux', 'tmux: server', 'screen', 'SCREEN',
-))
+# Never a source: sessions, launchers, init systems, container runtimes and schedulers (``_protection``'s
+# parents that are never supervisors), less the shells, which are judged here: a ``bash -c`` loop respawns.
+NOT_SOURCES = frozenset(NEVER_SUPERVISORS) - SHELLS - frozenset(('busybox',))
 
 # Options that leave a shell reading commands from its terminal.
 _INTERACTIVE_OPTIONS = frozenset(('-i', '-l', '--login', '--norc', '--noprofile', '--posix', '-s'))
@@ -98,7 +97,8 @@ def parent_verdict(process, scope, target_pids, filter_reason, permission_reason
         return None
     if pid in scope.own_pids or process.get('is_self'):
         return None
-    if process.get('name') in NOT_SOURCES:
+    exe = process.get('exe')
+    if any(name in NOT_SOURCES for name in (process.get('name'), os.path.basename(exe) if exe else None) if name):
         return None
     if process.get('protected'):
         return LEAVE, 'protected (%s): never signalled' % (process.get('protected_reason') or 'protected')
