@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: nvidia_holders
 short_description: List the processes that hold NVIDIA GPUs, what they are, and whether they may be touched
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - Reports every process that holds an NVIDIA GPU on the host, merged from two views.
   - The NVML view lists compute, graphics and MPS processes with the GPU memory each holds. GPU memory
