@@ -1133,7 +1133,7 @@ def main(argv=None):
             log('%s: ratio %s, ours %s s, baseline %s s%s, protected killed %s, foreign killed %s' % (
                 item['name'], item['ratio'], item['ours_median_s'], item['baseline_median_s'],
                 ', overhead %s s' % item['overhead_s'] if 'overhead_s' in item else '',
-                item['protected_killed'], item['foreign_killed']))
+                item.get('protected_killed', '-'), item['foreign_killed']))
         failed = [check['name'] for check in harness.checks if not check['ok']]
         log('%s: %d checks, %d failed%s' % (
             'PASS' if ok else 'FAIL', len(harness.checks), len(failed), (': ' + '; '.join(failed)) if failed else ''))
