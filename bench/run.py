@@ -11,6 +11,10 @@ bench/README.md.
   modules' code) on 10,000 processes, 100 of them holding stand-in device
   nodes, against ``fuser -v`` over the same nodes; in a private PID namespace
   (bench/discovery.py).
+- ``holders_blocked_cmdline``: on a simulated host where one holder's
+  ``/proc/PID/cmdline`` never answers (``gpusim hold --blocked-cmdline``),
+  what nvidia_holders does (NVML inventory and discovery, in-process, with
+  ``nvml_timeout`` 2 s), against that deadline plus 0.5 s.
 - ``reclaim_vs_raw_sim``: on a simulated host (tests/simhost), the
   gpu_reclaim module's own elapsed time against the raw path (the same signals
   to the same PIDs, NVML polled every 5 ms) on the same workload: two 40 GiB
@@ -31,6 +35,14 @@ bench/README.md.
   the hosts can do. On a machine with few cores the simulated hosts share
   the controller's cores, and the floor shows how much of the ratio is the
   machine's.
+
+- ``reclaim_vs_raw_respawn_nsinit_sim``: on a simulated host, a 40 GiB holder
+  that is PID 1 of its own PID namespace with no SIGTERM handler, and a shell
+  loop respawning a 40 GiB worker: the gpu_reclaim module's own elapsed time
+  against the raw path (SIGSTOP the loop, SIGKILL the namespace init and the
+  worker, poll NVML every 5 ms until free, SIGKILL the loop).
+  ``overhead_s`` is the difference of the medians; ``settle_median_s`` is
+  the 2 s settle of gpu_assert_free that follows, reported apart.
 
 A figure whose prerequisites are missing (no simulated-host image, not root)
 is reported as skipped, with the reason, instead of failing the run.
@@ -61,13 +73,16 @@ PLAYBOOK = os.path.join(ROOT, 'playbooks', 'reclaim.yml')
 ONE_TASK = os.path.join(HERE, 'playbooks', 'one_task.yml')
 PING = os.path.join(HERE, 'playbooks', 'ping.yml')
 BIN = os.path.dirname(sys.executable)
-NAMES = ('discovery_vs_fuser_10k', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task', 'incident_release_vs_module',
-         'fleet_16_vs_1')
+NAMES = ('discovery_vs_fuser_10k', 'holders_blocked_cmdline', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task',
+         'incident_release_vs_module', 'fleet_16_vs_1', 'reclaim_vs_raw_respawn_nsinit_sim')
 HOST_PREFIX = 'gpusim-bench-'
 GRACE_SECONDS = 2
 
 # One host of each figure, and the fleet's.
 RECLAIM_HOST = HOST_PREFIX + 'reclaim'
+BLOCKED_HOST = HOST_PREFIX + 'blocked'
+# nvml_timeout of the blocked-cmdline figure: the deadline its baseline is built on.
+BLOCKED_NVML_TIMEOUT = 2.0
 NOOP_HOST = HOST_PREFIX + 'noop'
 INCIDENT_HOST = HOST_PREFIX + 'incident'
 FLEET_HOSTS = [HOST_PREFIX + 'fleet-%02d' % number for number in range(1, 17)]
@@ -292,6 +307,75 @@ def bench_discovery(context):
         spawn_seconds=data['spawn_seconds'])
 
 
+# Runs on the host: what nvidia_holders does (NVML inventory, then discovery),
+# timed in-process, with the collection's module_utils sent along.
+HOLDERS_ON_HOST = r'''
+import json, os, sys, tempfile, time
+files = json.loads(sys.stdin.readline())
+root = tempfile.mkdtemp()
+for relative, text in files.items():
+    path = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+sys.path.insert(0, root)
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml
+timeout = float(sys.argv[1])
+started = time.monotonic()
+view = _nvml.read_inventory(timeout)
+snapshot = _holders.discover(view, read_timeout=timeout)
+seconds = time.monotonic() - started
+print(json.dumps({"seconds": seconds, "holders": [(h["pid"], h["unreadable"]) for h in snapshot.holders]}))
+'''
+
+
+def module_utils_files():
+    """The collection's module_utils as ``{path under a collections root: text}``."""
+    files = {}
+    package = 'ansible_collections/gpuops/reclaim'
+    for folder in ('', '/plugins', '/plugins/module_utils'):
+        files[package + folder + '/__init__.py'] = ''
+    files['ansible_collections/__init__.py'] = ''
+    files['ansible_collections/gpuops/__init__.py'] = ''
+    utils = os.path.join(ROOT, 'plugins', 'module_utils')
+    for name in sorted(os.listdir(utils)):
+        if name.endswith('.py'):
+            with open(os.path.join(utils, name)) as handle:
+                files[package + '/plugins/module_utils/' + name] = handle.read()
+    return files
+
+
+def bench_holders_blocked_cmdline(context):
+    context.hosts.require()
+    if not isinstance(context.hosts, Hosts):
+        raise Skip('needs the simulated hosts of tests/simhost (a FUSE server in the host)')
+    host = BLOCKED_HOST
+    context.hosts.up(host)
+    context.hosts.reset(host)
+    payload = json.dumps(module_utils_files()) + '\n'
+    try:
+        context.hosts.hold(host, 1, 40960, 'VLLM::Worker_TP1')
+        blocked = json.loads(context.hosts.execute(
+            host, 'gpusim', 'hold', '--gpu', '0', '--mib', '40960', '--title', 'VLLM::Worker_TP0',
+            '--blocked-cmdline').stdout.strip().splitlines()[-1])
+        ours = []
+        for dummy in range(context.repetitions):
+            proc = Hosts.execute(host, 'python3', '-c', HOLDERS_ON_HOST, str(BLOCKED_NVML_TIMEOUT), stdin=payload)
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            unreadable = dict((pid, reason) for pid, reason in result['holders'])
+            if len(unreadable) != 2 or not unreadable.get(blocked['pid']):
+                raise RuntimeError('expected 2 holders, pid %d unreadable; got %s' % (blocked['pid'], result))
+            ours.append(result['seconds'])
+    finally:
+        context.hosts.reset(host)
+    baseline = [BLOCKED_NVML_TIMEOUT + 0.5] * len(ours)
+    return benchlib.entry(
+        'holders_blocked_cmdline', ours, baseline,
+        "nvml_timeout (%g s) + 0.5 s: what nvidia_holders may take when a holder's cmdline never answers; ours is "
+        "its NVML inventory and discovery in-process on a simulated host with that holder and one more"
+        % BLOCKED_NVML_TIMEOUT, context.machine, nvml_timeout=BLOCKED_NVML_TIMEOUT)
+
+
 def bench_reclaim(context):
     context.hosts.require()
     require_collection_tree()
@@ -330,6 +414,89 @@ def bench_reclaim(context):
     item = benchlib.entry('reclaim_vs_raw_sim', ours, raw,
                           'raw path: the same signals to the same pids, NVML polled every 5 ms, no discovery',
                           context.machine, ansible_task_median_s=benchlib.summary(task_seconds)[0])
+    item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
+    return item
+
+
+NSINIT_HOLDER = os.path.join(ROOT, 'extensions', 'molecule', 'sources', 'files', 'nsinit_holder.py')
+HOLD = 'python3 /usr/local/lib/gpusim/gpusim.py _hold --mib 40960'
+
+
+def respawn_nsinit_workload(host):
+    """A 40 GiB namespace init with no SIGTERM handler on GPU 0, and a shell loop respawning a 40 GiB worker
+    on GPU 1. Returns ``{"nsinit": pid, "worker": pid, "loop": pid}``."""
+    with open(NSINIT_HOLDER) as handle:
+        Hosts.execute(host, 'sh', '-c', 'cat > /root/nsinit_holder.py', stdin=handle.read())
+    Hosts.execute(host, 'sh', '-c', 'setsid -f unshare --pid --fork python3 /root/nsinit_holder.py --gpu 0 '
+                  '--mib 40960 --title nsinit-worker </dev/null >/dev/null 2>&1')
+    Hosts.execute(host, 'sh', '-c', "setsid -f bash -c 'while true; do %s --gpu 1 --title loop-worker; sleep 0.3; "
+                  "done' </dev/null >/dev/null 2>&1" % HOLD)
+    found = {}
+
+    def ready():
+        rows = Hosts.execute(host, 'ps', '-eo', 'pid=,ppid=,args=').stdout.splitlines()
+        found.clear()
+        for row in rows:
+            fields = row.split(None, 2)
+            if len(fields) == 3 and fields[2] == 'nsinit-worker':
+                found['nsinit'] = int(fields[0])
+            if len(fields) == 3 and fields[2] == 'loop-worker':
+                found['worker'], found['loop'] = int(fields[0]), int(fields[1])
+        apps = Hosts.execute(host, 'nvidia-smi', '--query-compute-apps=pid', '--format=csv,noheader').stdout
+        return len(found) == 3 and len(apps.split()) == 2
+    wait_for(ready, 20, 'the namespace init and the respawned worker to hold their GPUs')
+    return dict(found)
+
+
+def bench_respawn_nsinit(context):
+    context.hosts.require()
+    require_collection_tree()
+    host = RECLAIM_HOST
+    context.hosts.up(host)
+    inv = inventory(os.path.join(context.work, 'respawn.json'), [host], context.connection)
+    with open(PROBE) as handle:
+        probe = handle.read()
+    ours, raw, settles = [], [], []
+    for repetition in range(context.repetitions):
+        context.hosts.reset(host)
+        respawn_nsinit_workload(host)
+        timing = os.path.join(context.work, 'respawn-%d.jsonl' % repetition)
+        env = ansible_env(context.work, ANSIBLE_CALLBACK_PLUGINS=CALLBACKS, ANSIBLE_CALLBACKS_ENABLED='gpu_timing',
+                          ANSIBLE_LOAD_CALLBACK_PLUGINS='true', GPU_TIMING_FILE=timing)
+        arguments = json.dumps({'grace_seconds': GRACE_SECONDS, 'poll_interval': 0.005})
+        timed(tool('ansible') + ['gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_reclaim', '-a', arguments],
+              env, os.path.join(context.work, 'respawn.log'))
+        result, dummy, dummy2 = module_result(timing, 'gpuops.reclaim.gpu_reclaim')
+        parents = [item for item in result.get('sources', []) if item['kind'] == 'parent']
+        if len(result.get('released', [])) != 2 or result.get('survivors') or \
+                [item['action'] for item in parents] != ['frozen and killed']:
+            raise RuntimeError('gpu_reclaim did not release both holders and kill the respawning loop: %s'
+                               % json.dumps({k: result.get(k) for k in ('released', 'survivors', 'sources')}))
+        ours.append(result['elapsed_seconds'])
+        # The settle, reported apart from the release: the proof's own clock.
+        timing = os.path.join(context.work, 'settle-%d.jsonl' % repetition)
+        env['GPU_TIMING_FILE'] = timing
+        timed(tool('ansible') + ['gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_assert_free', '-a',
+                                 json.dumps({'settle_seconds': 2})], env, os.path.join(context.work, 'settle.log'))
+        proof, dummy, dummy2 = module_result(timing, 'gpuops.reclaim.gpu_assert_free')
+        if not proof.get('free'):
+            raise RuntimeError('the GPUs did not stay free after gpu_reclaim: %s' % proof.get('msg'))
+        settles.append(proof['settle_seconds_observed'])
+
+        context.hosts.reset(host)
+        held = respawn_nsinit_workload(host)
+        arguments = ['python3', '-', 'raw', '--now', '--grace', str(GRACE_SECONDS), '--interval', '0.005',
+                     '--respawner', str(held['loop']), '--kill', str(held['nsinit']), '--kill', str(held['worker'])]
+        proc = Hosts.execute(host, *arguments, stdin=probe)
+        event = json.loads(proc.stdout.strip().splitlines()[-1])
+        if event.get('event') != 'free':
+            raise RuntimeError('the raw path did not free the GPUs: %s' % event)
+        raw.append(event['seconds'])
+    context.hosts.reset(host)
+    item = benchlib.entry('reclaim_vs_raw_respawn_nsinit_sim', ours, raw,
+                          'raw path: SIGSTOP the respawning shell loop, SIGKILL the namespace init and the worker, '
+                          'poll NVML every 5 ms until free, SIGKILL the loop; no discovery',
+                          context.machine, settle_median_s=benchlib.summary(settles)[0])
     item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
     return item
 
@@ -466,10 +633,12 @@ def bench_fleet(context):
 
 FIGURES = {
     'discovery_vs_fuser_10k': bench_discovery,
+    'holders_blocked_cmdline': bench_holders_blocked_cmdline,
     'reclaim_vs_raw_sim': bench_reclaim,
     'role_noop_vs_one_task': bench_role_noop,
     'incident_release_vs_module': bench_incident,
     'fleet_16_vs_1': bench_fleet,
+    'reclaim_vs_raw_respawn_nsinit_sim': bench_respawn_nsinit,
 }
 
 

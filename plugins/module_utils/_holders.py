@@ -34,7 +34,7 @@ import os
 import pwd
 import traceback
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _visibility
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _procread, _visibility
 from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
@@ -197,20 +197,28 @@ def _dev_minors(dev_dir):
 
 def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
                  protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False,
-                 protect_units=(), shares_namespace=True):
+                 protect_units=(), shares_namespace=True,
+                 title=None, unreadable=None, read_timeout=_procread.DEFAULT_TIMEOUT):
     """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
 
     ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
+    ``title`` is the title when the caller read it already (``discover`` reads
+    every holder's at once); otherwise it is read here, within ``read_timeout``
+    seconds. ``unreadable`` says why the title could not be read, if it could not.
     """
     stat = _procfs.read_stat(pid, proc_root)
     try:
         status = _procfs.read_status(pid, proc_root)
     except PermissionError:
         status = {}
-    try:
-        title = _procfs.read_cmdline(pid, proc_root)
-    except PermissionError:
-        title = ''
+    if title is None and unreadable is None:
+        try:
+            title = _procread.read_title(pid, read_timeout, proc_root)
+        except PermissionError:
+            title = ''
+        if title is None:
+            unreadable = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+    title = title or ''
     try:
         cgroup = _procfs.read_cgroup(pid, proc_root)
     except PermissionError:
@@ -284,6 +292,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         # False for a PID NVML lists whose process here holds no NVIDIA device node, seen from
         # another PID namespace than the host's: NVML's PID may name some other process.
         'visible': _visibility.visible(bool(nvml_entries), device_paths, shares_namespace, dev_dir),
+        'unreadable': unreadable,
     }
 
 
@@ -299,7 +308,8 @@ def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
 
 
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
-             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=(), shares_namespace=None):
+             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=(), shares_namespace=None,
+             read_timeout=_procread.DEFAULT_TIMEOUT):
     """Every process that holds a selected GPU, merged from NVML and /proc.
 
     ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
@@ -310,6 +320,9 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     true when it runs in the host's PID namespace); where they may not be, a
     PID NVML lists counts as a holder here only if it holds a device node
     (see ``_visibility``).
+    The titles of all candidates are read at once within ``read_timeout``
+    seconds (see ``_procread``): a holder whose title does not come in time
+    is still a holder, with ``unreadable`` saying why.
     Returns a ``Snapshot``.
     """
     if maps not in MAPS_MODES:
@@ -391,14 +404,21 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
 
     if shares_namespace is None:
         shares_namespace = _visibility.in_initial_pid_namespace()
+    titles, title_errors, stuck = _procread.read_titles(candidates, read_timeout, proc_root)
     holders = []
     invisible = []
     for pid in sorted(candidates):
+        unreadable_reason = None
+        if pid in stuck:
+            unreadable_reason = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+        elif isinstance(title_errors.get(pid), _procread.NoThread):
+            unreadable_reason = str(title_errors[pid])
         try:
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
                                   gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
                                   nvml_available=bool(nvml_view is not None and nvml_view.available),
-                                  protect_units=protect_units, shares_namespace=shares_namespace)
+                                  protect_units=protect_units, shares_namespace=shares_namespace,
+                                  title=titles.get(pid, ''), unreadable=unreadable_reason)
         except PermissionError:
             unreadable.add(pid)
             continue
@@ -410,6 +430,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             continue
         if selected.intersection(record['gpus']):
             holders.append(record)
+            if record['unreadable']:
+                warnings.append('pid %d (%s): %s' % (pid, record['name'], record['unreadable']))
 
     not_visible = [holder for holder in holders if not holder['visible']]
     if not_visible:

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Readers for /proc: stat, status, wchan, cmdline, device paths, cgroup.
+"""Readers for /proc: stat, status, wchan, device paths, cgroup.
 
 Everything here reads files directly (``os.scandir``, ``os.readlink``) rather
 than through psutil, because the scanner visits every process on the host and
@@ -11,6 +11,9 @@ must stay cheaper than ``fuser``. Readers raise ``OSError`` subclasses for a
 process that vanished (``FileNotFoundError``/``ProcessLookupError``) or that
 this user may not inspect (``PermissionError``); callers decide how to count
 them.
+
+Nothing here reads ``cmdline`` or ``environ``: those reads can block behind
+the target's mmap lock, so they go through ``_procread``, under a deadline.
 
 This file imports nothing from Ansible.
 """
@@ -169,10 +172,6 @@ def parse_cmdline(data):
     while parts and not parts[-1]:
         parts.pop()
     return ' '.join(parts)
-
-
-def read_cmdline(pid, proc_root=PROC_ROOT):
-    return parse_cmdline(_read('%s/%d/cmdline' % (proc_root, pid), 'rb'))
 
 
 def _strip_deleted(path):

@@ -245,7 +245,7 @@ def main():
             module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % nvml_view.error,
                              nvml_available=False)
         module.warn('NVML cannot be used (%s); GPU holders are found from /proc alone.' % nvml_view.error)
-    snapshot = discover(nvml_view)
+    snapshot = discover(nvml_view, read_timeout=module.params['nvml_timeout'])
     for warning in snapshot.warnings:
         module.warn(warning)
 

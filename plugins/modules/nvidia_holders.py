@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: nvidia_holders
 short_description: List the processes that hold NVIDIA GPUs, what they are, and whether they may be touched
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - Reports every process that holds an NVIDIA GPU on the host, merged from two views.
   - The NVML view lists compute, graphics and MPS processes with the GPU memory each holds. GPU memory
@@ -291,6 +291,13 @@ holders:
         from counting as free. True otherwise.
       type: bool
       sample: true
+    unreadable:
+      description:
+        - Why the title could not be read, or V(null). Reading C(/proc/PID/cmdline) waits for the process's
+          memory lock, which a thread stuck in the kernel (typically in the GPU driver) holds; after
+          O(nvml_timeout) the read is given up, the title is left empty, and this says so with the state and wchan.
+      type: str
+      sample: "unreadable: possibly stuck in the kernel (state D (disk-sleep), wchan uvm_spin_loop; /proc/4242/cmdline did not answer within 5 s)"
   sample:
     - pid: 4242
       ppid: 1
@@ -317,6 +324,7 @@ holders:
       sigterm_ignored: false
       orphaned: true
       visible: true
+      unreadable: null
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -372,7 +380,8 @@ def main():
         module.fail_json(msg=str(exc), nvml_available=nvml_view.available)
 
     snapshot = discover(nvml_view, protect=module.params['protect'], unprotect=module.params['unprotect'],
-                        protect_units=module.params['protect_units'], gpu_indices=indices)
+                        protect_units=module.params['protect_units'], gpu_indices=indices,
+                        read_timeout=module.params['nvml_timeout'])
     for warning in snapshot.warnings:
         module.warn(warning)
 

@@ -32,6 +32,7 @@ except ImportError:
             sys.path.insert(0, _COLLECTIONS)
 
 
+import json  # noqa: E402
 import signal  # noqa: E402
 import stat  # noqa: E402
 import subprocess  # noqa: E402
@@ -286,3 +287,62 @@ def fake_nvml_factory():
     yield factory
     for fake in made:
         fake.release.set()
+
+
+_LIMITED_PREAMBLE = r'''
+import json, sys
+sys.stdout.write("ready\n")
+sys.stdout.flush()
+sys.stdin.readline()
+'''
+
+
+def _pids_cgroup_root():
+    if os.path.isfile('/sys/fs/cgroup/pids/cgroup.procs'):
+        return '/sys/fs/cgroup/pids'
+    try:
+        with open('/sys/fs/cgroup/cgroup.subtree_control') as handle:
+            if 'pids' in handle.read().split():
+                return '/sys/fs/cgroup'
+    except OSError:
+        pass
+    return None
+
+
+@pytest.fixture
+def run_under_pids_limit(tmp_path):
+    """Run Python code in a child that may not start one more thread or process.
+
+    The child imports what ``setup`` names, then is moved into a pids cgroup of
+    its own whose limit is the one task it has; ``code`` runs there and its
+    last stdout line is returned as JSON. Skipped where no pids cgroup can be
+    made (not root, no pids controller).
+    """
+    root = _pids_cgroup_root()
+    if root is None or not os.access(root, os.W_OK):
+        pytest.skip('no writable pids cgroup on this machine')
+    group = os.path.join(root, 'gpuops-reclaim-test-%d' % os.getpid())
+    children = []
+
+    def run(setup, code, env=None):
+        os.makedirs(group, exist_ok=True)
+        child = subprocess.Popen([sys.executable, '-c', setup + _LIMITED_PREAMBLE + code],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+        children.append(child)
+        assert child.stdout.readline() == b'ready\n'
+        with open(os.path.join(group, 'pids.max'), 'w') as handle:
+            handle.write('1')
+        with open(os.path.join(group, 'cgroup.procs'), 'w') as handle:
+            handle.write(str(child.pid))
+        output, dummy = child.communicate(b'go\n', timeout=30)
+        assert child.returncode == 0, output
+        return json.loads(output.decode().strip().splitlines()[-1])
+
+    yield run
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if os.path.isdir(group):
+        os.rmdir(group)

@@ -23,7 +23,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', 'fixtures', 'proc
 HOLDER_KEYS = {
     'pid', 'ppid', 'user', 'uid', 'name', 'title', 'exe', 'create_time', 'state', 'wchan', 'gpus', 'gpu_uuids',
     'gpu_memory_mib', 'memory_mib', 'nvml_types', 'device_paths', 'kind', 'systemd_unit', 'container',
-    'protected', 'protected_reason', 'is_self', 'sigterm_ignored', 'orphaned', 'visible',
+    'protected', 'protected_reason', 'is_self', 'sigterm_ignored', 'orphaned', 'visible', 'unreadable',
 }
 GPU_KEYS = {
     'index', 'uuid', 'name', 'minor', 'pci_bus_id', 'memory_total_mib', 'memory_used_mib', 'memory_reserved_mib',
@@ -126,6 +126,7 @@ def test_discover_merges_nvml_and_proc(fake_dev, spawn_holder):
     assert only_ctl.pid not in holders
     for holder in snapshot.holders:
         assert set(holder) == HOLDER_KEYS
+        assert holder['unreadable'] is None
     for gpu in snapshot.gpus:
         assert set(gpu) == GPU_KEYS
 

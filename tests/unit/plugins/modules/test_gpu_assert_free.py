@@ -92,17 +92,20 @@ def test_waits_until_memory_comes_back(run_module, gpus):
     timer = threading.Timer(0.3, release)
     timer.start()
     try:
-        result = run_module({'timeout_seconds': 5, 'poll_interval': 0.02})
+        result = run_module({'timeout_seconds': 30, 'poll_interval': 0.02})
     finally:
         timer.cancel()
-    assert result['free'] is True and 0.25 <= result['waited_seconds'] < 1.5
+    # Back as soon as the memory is, far before the 30 s timeout, even on a loaded machine.
+    assert result['free'] is True and 0.25 <= result['waited_seconds'] < 10.0
     assert result['msg'].startswith('2 GPUs free (0, 1) after ')
 
 
 def test_gives_up_at_the_timeout(run_module, gpus):
     gpus(used_mib=8000)
     result = run_module({'timeout_seconds': 0.3, 'poll_interval': 0.05})
-    assert result['failed'] and 0.3 <= result['waited_seconds'] < 1.0
+    # It gave up after the 0.3 s asked for, not the default 30 s; the bound leaves
+    # room for a loaded machine, where one look at /proc may take a second.
+    assert result['failed'] and 0.3 <= result['waited_seconds'] < 5.0
 
 
 def test_without_nvml_fails_unless_allowed(run_module, no_library, fake_dev_discovery):
@@ -124,3 +127,37 @@ def test_proc_holder_makes_a_gpu_busy_and_allow_accepts_it(run_module, no_librar
     for allow in (['my-exporter'], [str(child.pid)]):
         allowed = run_module({'require_nvml': False, 'gpus': ['2'], 'allow': allow})
         assert allowed['free'] is True, allowed['msg']
+
+
+def test_settle_passes_when_the_gpus_stay_free(run_module, gpus):
+    gpus(used_mib=0)
+    result = run_module({'settle_seconds': 0.3, 'poll_interval': 0.02})
+    assert 'failed' not in result and result['free'] is True
+    assert result['time_to_free_seconds'] == 0.0
+    assert 0.3 <= result['settle_seconds_observed'] < 1.0
+    assert result['msg'].endswith('and stayed free for %.2f s' % result['settle_seconds_observed'])
+
+
+def test_settle_fails_when_a_holder_comes_back(run_module, no_library, fake_dev_discovery, spawn_holder):
+    """A real process that opens GPU 2's node during the settle: the proof fails naming it and its parent."""
+    nodes = [os.path.join(fake_dev_discovery, 'nvidia2'), os.path.join(fake_dev_discovery, 'nvidia-uvm')]
+    timer = threading.Timer(0.2, lambda: spawn_holder(nodes, comm='comeback'))
+    timer.start()
+    try:
+        result = run_module({'require_nvml': False, 'gpus': ['2'], 'settle_seconds': 3, 'poll_interval': 0.02})
+    finally:
+        timer.cancel()
+    assert result['failed'] and result['free'] is False
+    assert result['time_to_free_seconds'] == 0.0
+    assert 0.15 <= result['settle_seconds_observed'] < 2.5
+    lines = result['msg'].splitlines()
+    assert lines[0].startswith('The GPUs read free after 0.00 s, then did not stay free for 3 s:')
+    # (the holder's title is its multi-line command line)
+    assert ' took GPU 2 back ' in result['msg'] and 'parent pid %d' % os.getpid() in result['msg']
+    assert 'next step: stop its parent pid %d' % os.getpid() in result['msg']
+
+
+def test_settle_seconds_is_validated(run_module, gpus):
+    gpus()
+    result = run_module({'settle_seconds': 601})
+    assert result['failed'] and result['msg'] == 'settle_seconds: must be a number of seconds from 0 to 600; got: 601.0'
