@@ -201,7 +201,15 @@ nvml_available:
   returned: always
   type: bool
   sample: true
+uid:
+  description: The effective user id the module ran as. Without root (V(0)) it sees only what that user may, so
+    the role fails early when it needs root.
+  returned: when the module's libraries could be imported
+  type: int
+  sample: 0
 '''
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -266,7 +274,8 @@ def main():
             if params['require_nvml']:
                 module.fail_json(msg='Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is '
                                      'true. Set require_nvml: false to accept the /proc view alone.' % view.error,
-                                 free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0)
+                                 free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0,
+                                 uid=os.geteuid())
             module.warn('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a '
                         '/dev/nvidiaN node open are seen.' % view.error)
         try:
@@ -308,6 +317,7 @@ def main():
         holders=verdict['holders'],
         waited_seconds=verdict['waited_seconds'],
         nvml_available=view.available,
+        uid=os.geteuid(),
     )
     if not verdict['free']:
         module.fail_json(msg='\n'.join(verdict['lines']), **result)
