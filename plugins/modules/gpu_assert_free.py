@@ -204,7 +204,7 @@ nvml_available:
 uid:
   description: The effective user id the module ran as. Without root (V(0)) it sees only what that user may, so
     the role fails early when it needs root.
-  returned: when the module's libraries could be imported
+  returned: always
   type: int
   sample: 0
 '''
@@ -253,10 +253,11 @@ def main():
     argument_spec['require_nvml'] = dict(type='bool', default=True)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            mutually_exclusive=[('max_used_mib', 'max_used_percent')])
+    # Who the module runs as comes first: without root, installing a missing library is not the next step.
     if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
+        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR, uid=os.geteuid())
     if module.params['require_nvml'] and not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR, uid=os.geteuid())
     params = module.params
     error = check_timeout(params['nvml_timeout'])
     if error:

@@ -121,3 +121,22 @@ def test_proc_holder_makes_a_gpu_busy_and_allow_accepts_it(run_module, no_librar
     for allow in (['my-exporter'], [str(child.pid)]):
         allowed = run_module({'require_nvml': False, 'gpus': ['2'], 'allow': allow})
         assert allowed['free'] is True, allowed['msg']
+
+
+def test_tells_the_user_id_it_ran_as_whether_free_busy_or_without_nvml(run_module, gpus, no_library):
+    assert run_module({'require_nvml': False})['uid'] == os.geteuid()
+    assert run_module({})['uid'] == os.geteuid()
+    gpus(used_mib=0)
+    assert run_module({})['uid'] == os.geteuid()
+    gpus(used_mib=4096)
+    busy = run_module({})
+    assert busy['failed'] and busy['uid'] == os.geteuid()
+
+
+@pytest.mark.parametrize('flag, library', [('HAS_PSUTIL', 'psutil'), ('HAS_PYNVML', 'nvidia-ml-py')])
+def test_a_missing_library_is_named_with_the_user_id(run_module, gpus, monkeypatch, flag, library):
+    gpus()
+    monkeypatch.setattr(gpu_assert_free, flag, False)
+    result = run_module({})
+    assert result['failed'] and result['uid'] == os.geteuid()
+    assert result['msg'].startswith('Failed to import the required Python library (%s)' % library)
