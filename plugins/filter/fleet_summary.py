@@ -91,13 +91,13 @@ FACT = 'gpu_reclaim_summary'
 def fleet_summary(host_variables):
     if not isinstance(host_variables, Mapping):
         raise TypeError('fleet_summary expects a mapping of host names to their variables (hostvars); '
-                                 'got: %s' % type(host_variables).__name__)
+                        'got: %s' % type(host_variables).__name__)
     summaries = {}
     for host in host_variables:
         variables = host_variables[host]
         if not isinstance(variables, Mapping):
             raise TypeError('fleet_summary: the variables of host %s are not a mapping; got: %s'
-                                     % (host, type(variables).__name__))
+                            % (host, type(variables).__name__))
         summary = variables.get(FACT)
         summaries[str(host)] = None if summary is None else dict(summary)
     return fleet_outcome(summaries)

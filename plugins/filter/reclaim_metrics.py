@@ -56,7 +56,7 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._metrics import Met
 def reclaim_metrics(summary, timestamp):
     if not isinstance(summary, Mapping):
         raise TypeError('reclaim_metrics expects the role summary of one host (a mapping); got: %s'
-                                 % type(summary).__name__)
+                        % type(summary).__name__)
     try:
         return render(dict(summary), timestamp)
     except MetricsError as exc:
