@@ -112,9 +112,50 @@ molecule: testbed
 bench-tests: testbed
 	cd $(ROOT) && $(BIN)/python -m pytest -q -p no:cacheprovider tests/bench
 
+# --- versions, packaging, release --------------------------------------------
+
+# Units and sanity on every ansible-core release of tests/matrix/versions.txt
+# (MATRIX_VERSIONS="2.16 2.21" for some); 2.20 and later in a Debian 13 container.
+MATRIX_VERSIONS ?=
+.PHONY: matrix
+matrix: testbed
+	$(PYTHON) scripts/matrix.py $(MATRIX_VERSIONS)
+
+# The oldest and the newest release of the matrix.
+.PHONY: matrix-test
+matrix-test: testbed
+	$(PYTHON) scripts/matrix.py --ends
+
+# One scenario on a Debian 13 simulated host (GPUSIM_DISTRIBUTION reaches
+# tests/simhost/simhost up through the scenario's create playbook).
+DEBIAN13_SCENARIO ?= incident
+.PHONY: molecule-debian13
+molecule-debian13: testbed
+	GPUSIM_DISTRIBUTION=debian13 $(BIN)/molecule test -s $(DEBIAN13_SCENARIO)
+
+# The collection tarball, in build/dist/; its README must not send a user to
+# make targets that the tarball does not ship.
+.PHONY: build
+build: venv
+	rm -rf build/dist
+	mkdir -p build/dist
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
+	$(BIN)/python scripts/check_tarball.py build/dist/gpuops-reclaim-*.tar.gz
+
+# Regenerate CHANGELOG.rst from the fragments (the release runs on a scratch copy).
+.PHONY: changelog
+changelog: venv
+	$(BIN)/python scripts/changelog_release.py --write
+
+# antsibull-changelog release on a scratch copy: every module, the role and
+# every fragment in the release section, and CHANGELOG.rst up to date.
+.PHONY: changelog-release-check
+changelog-release-check: venv
+	$(BIN)/python scripts/changelog_release.py
+
 # The testbed first: the stand-in NVML's own unit tests need the nvml.h it unpacks.
 .PHONY: test
-test: venv tree testbed units sanity lint changelog-lint docs molecule bench-tests
+test: venv tree testbed units sanity lint changelog-lint changelog-release-check docs build molecule molecule-debian13 matrix-test bench-tests
 	@echo "make test: all passed"
 
 # --- demonstration ---------------------------------------------------------

@@ -11,6 +11,10 @@ bench/README.md.
   modules' code) on 10,000 processes, 100 of them holding stand-in device
   nodes, against ``fuser -v`` over the same nodes; in a private PID namespace
   (bench/discovery.py).
+- ``holders_blocked_cmdline``: on a simulated host where one holder's
+  ``/proc/PID/cmdline`` never answers (``gpusim hold --blocked-cmdline``),
+  what nvidia_holders does (NVML inventory and discovery, in-process, with
+  ``nvml_timeout`` 2 s), against that deadline plus 0.5 s.
 - ``reclaim_vs_raw_sim``: on a simulated host (tests/simhost), the
   gpu_reclaim module's own elapsed time against the raw path (the same signals
   to the same PIDs, NVML polled every 5 ms) on the same workload: two 40 GiB
@@ -61,13 +65,16 @@ PLAYBOOK = os.path.join(ROOT, 'playbooks', 'reclaim.yml')
 ONE_TASK = os.path.join(HERE, 'playbooks', 'one_task.yml')
 PING = os.path.join(HERE, 'playbooks', 'ping.yml')
 BIN = os.path.dirname(sys.executable)
-NAMES = ('discovery_vs_fuser_10k', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task', 'incident_release_vs_module',
-         'fleet_16_vs_1')
+NAMES = ('discovery_vs_fuser_10k', 'holders_blocked_cmdline', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task',
+         'incident_release_vs_module', 'fleet_16_vs_1')
 HOST_PREFIX = 'gpusim-bench-'
 GRACE_SECONDS = 2
 
 # One host of each figure, and the fleet's.
 RECLAIM_HOST = HOST_PREFIX + 'reclaim'
+BLOCKED_HOST = HOST_PREFIX + 'blocked'
+# nvml_timeout of the blocked-cmdline figure: the deadline its baseline is built on.
+BLOCKED_NVML_TIMEOUT = 2.0
 NOOP_HOST = HOST_PREFIX + 'noop'
 INCIDENT_HOST = HOST_PREFIX + 'incident'
 FLEET_HOSTS = [HOST_PREFIX + 'fleet-%02d' % number for number in range(1, 17)]
@@ -292,6 +299,75 @@ def bench_discovery(context):
         spawn_seconds=data['spawn_seconds'])
 
 
+# Runs on the host: what nvidia_holders does (NVML inventory, then discovery),
+# timed in-process, with the collection's module_utils sent along.
+HOLDERS_ON_HOST = r'''
+import json, os, sys, tempfile, time
+files = json.loads(sys.stdin.readline())
+root = tempfile.mkdtemp()
+for relative, text in files.items():
+    path = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+sys.path.insert(0, root)
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml
+timeout = float(sys.argv[1])
+started = time.monotonic()
+view = _nvml.read_inventory(timeout)
+snapshot = _holders.discover(view, read_timeout=timeout)
+seconds = time.monotonic() - started
+print(json.dumps({"seconds": seconds, "holders": [(h["pid"], h["unreadable"]) for h in snapshot.holders]}))
+'''
+
+
+def module_utils_files():
+    """The collection's module_utils as ``{path under a collections root: text}``."""
+    files = {}
+    package = 'ansible_collections/gpuops/reclaim'
+    for folder in ('', '/plugins', '/plugins/module_utils'):
+        files[package + folder + '/__init__.py'] = ''
+    files['ansible_collections/__init__.py'] = ''
+    files['ansible_collections/gpuops/__init__.py'] = ''
+    utils = os.path.join(ROOT, 'plugins', 'module_utils')
+    for name in sorted(os.listdir(utils)):
+        if name.endswith('.py'):
+            with open(os.path.join(utils, name)) as handle:
+                files[package + '/plugins/module_utils/' + name] = handle.read()
+    return files
+
+
+def bench_holders_blocked_cmdline(context):
+    context.hosts.require()
+    if not isinstance(context.hosts, Hosts):
+        raise Skip('needs the simulated hosts of tests/simhost (a FUSE server in the host)')
+    host = BLOCKED_HOST
+    context.hosts.up(host)
+    context.hosts.reset(host)
+    payload = json.dumps(module_utils_files()) + '\n'
+    try:
+        context.hosts.hold(host, 1, 40960, 'VLLM::Worker_TP1')
+        blocked = json.loads(context.hosts.execute(
+            host, 'gpusim', 'hold', '--gpu', '0', '--mib', '40960', '--title', 'VLLM::Worker_TP0',
+            '--blocked-cmdline').stdout.strip().splitlines()[-1])
+        ours = []
+        for dummy in range(context.repetitions):
+            proc = Hosts.execute(host, 'python3', '-c', HOLDERS_ON_HOST, str(BLOCKED_NVML_TIMEOUT), stdin=payload)
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            unreadable = dict((pid, reason) for pid, reason in result['holders'])
+            if len(unreadable) != 2 or not unreadable.get(blocked['pid']):
+                raise RuntimeError('expected 2 holders, pid %d unreadable; got %s' % (blocked['pid'], result))
+            ours.append(result['seconds'])
+    finally:
+        context.hosts.reset(host)
+    baseline = [BLOCKED_NVML_TIMEOUT + 0.5] * len(ours)
+    return benchlib.entry(
+        'holders_blocked_cmdline', ours, baseline,
+        "nvml_timeout (%g s) + 0.5 s: what nvidia_holders may take when a holder's cmdline never answers; ours is "
+        "its NVML inventory and discovery in-process on a simulated host with that holder and one more"
+        % BLOCKED_NVML_TIMEOUT, context.machine, nvml_timeout=BLOCKED_NVML_TIMEOUT)
+
+
 def bench_reclaim(context):
     context.hosts.require()
     require_collection_tree()
@@ -466,6 +542,7 @@ def bench_fleet(context):
 
 FIGURES = {
     'discovery_vs_fuser_10k': bench_discovery,
+    'holders_blocked_cmdline': bench_holders_blocked_cmdline,
     'reclaim_vs_raw_sim': bench_reclaim,
     'role_noop_vs_one_task': bench_role_noop,
     'incident_release_vs_module': bench_incident,

@@ -20,8 +20,12 @@ options:
       - NVML and the driver can hang. When a step overruns, NVML is not used again in this task,
         and the task carries on with what C(/proc) shows, saying so in its warnings (or fails when
         O(require_nvml=true)).
-      - Must be greater than 0 and at most 600.
-    type: float
+      - "The same deadline bounds the reads of other processes' C(/proc/PID/cmdline), which block behind a
+        process stuck in the kernel. All holders' titles are read at once; one that does not come in time
+        leaves that holder with an empty title and C(unreadable) saying C(unreadable: possibly stuck in the
+        kernel) with its state and wchan. It is still a holder, and still released when in scope."
+      - A number greater than 0 and at most 600. A boolean is an error.
+    type: raw
     default: 5.0
   require_nvml:
     description:

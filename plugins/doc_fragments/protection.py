@@ -10,17 +10,22 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # Matches PROTECTION_ARGUMENT_SPEC and DEFAULT_PROTECTED_EXECUTABLES in
-    # plugins/module_utils/_holders.py.
+    # Matches PROTECTION_ARGUMENT_SPEC, DEFAULT_PROTECTED_EXECUTABLES and
+    # DEFAULT_PROTECTED_UNITS in plugins/module_utils/_protection.py; a unit
+    # test checks the lists of defaults below against them.
     DOCUMENTATION = r'''
 options:
   protect:
     description:
       - Executable names to protect in addition to the defaults. A protected holder is reported
         but never signalled.
-      - Names are compared with the basename of the process's executable (C(/proc/PID/exe), or
-        its C(comm) when the executable cannot be read), never with its title, which any process
-        can set. Shell-style globs such as V(dcgm*) are allowed.
+      - Names are compared with the basename of the process's executable (C(/proc/PID/exe)) and,
+        for an interpreter such as C(python3), with the basename of the script it runs
+        (C(python3 /usr/bin/dcgm-exporter) is C(dcgm-exporter)). Where the executable cannot be
+        read, the first word of the command line and C(comm) are used; C(comm) is cut at 15
+        characters by the kernel, so a 15-character C(comm) is matched with every default name it
+        begins. The title alone (which any process can set) never decides. Shell-style globs such
+        as V(dcgm*) are allowed.
       - Protected by default are C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter),
         C(nv-fabricmanager), C(nvidia-fabricmanager), C(nvidia-device-plugin),
         C(gpu-feature-discovery), C(Xorg) and C(Xwayland).
@@ -29,10 +34,22 @@ options:
     type: list
     elements: str
     default: []
+  protect_units:
+    description:
+      - Systemd units whose processes are protected, in addition to the defaults. A process is
+        in a unit when its control group says so, whatever its executable or title. Globs are
+        allowed.
+      - Protected by default are C(nvidia-persistenced.service), C(nvidia-dcgm.service),
+        C(dcgm.service), C(nv-hostengine.service), C(dcgm-exporter.service),
+        C(nvidia-dcgm-exporter.service), C(nvidia-fabricmanager.service),
+        C(nvidia-fabric-manager.service) and C(nv-fabricmanager.service).
+    type: list
+    elements: str
+    default: []
   unprotect:
     description:
-      - Default protected executable names to protect no longer, for example V(Xorg) on a host
-        whose display server may be stopped. Globs are allowed.
+      - Default protected executable or unit names to protect no longer, for example V(Xorg) on a
+        host whose display server may be stopped. Globs are allowed.
       - This cannot unprotect PID 1, kernel threads, or the module's own process and its
         ancestors.
       - A name that is not among the defaults has no effect and is reported in the warnings.

@@ -107,22 +107,26 @@ try:
         DEV_DIR,
         PROC_ROOT,
         classify_device_path,
+        fd_device_paths,
+        maps_device_paths,
         read_cgroup,
-        read_cmdline,
+        read_stat,
         read_status,
         read_wchan,
         scan_device_holders,
         signal_mask,
     )
+    from ._procread import DEFAULT_TIMEOUT as DEFAULT_READ_TIMEOUT, read_title, stuck_reason
 except ImportError:  # pragma: no cover
-    read_status = read_wchan = signal_mask = read_cmdline = read_cgroup = None
-    classify_device_path = scan_device_holders = None
+    read_status = read_wchan = signal_mask = read_stat = read_cgroup = None
+    read_title = stuck_reason = None
+    DEFAULT_READ_TIMEOUT = 2.0
+    classify_device_path = scan_device_holders = fd_device_paths = maps_device_paths = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
-try:
-    from ._holders import protection as holder_protection
-except ImportError:  # pragma: no cover
-    holder_protection = None
+from ._guardian import FreezeLedger
+from ._protection import never_supervisor, protection_of
+from ._visibility import NOT_VISIBLE, holds_device_node, in_initial_pid_namespace
 
 try:
     import psutil
@@ -156,16 +160,7 @@ ON_SHARED_HOLDER = ('release', 'fail')
 # business; job-control and child signals make no sense here.
 LADDER_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGABRT', 'SIGKILL')
 
-# Parents never treated as supervisors: whoever started the workload, not the
-# workload. Killing a login shell, an init or a container runtime is too much.
-NEVER_SUPERVISORS = frozenset((
-    'sh', 'bash', 'dash', 'zsh', 'ksh', 'fish', 'csh', 'tcsh', 'login', 'sshd', 'su', 'sudo',
-    'tmux', 'tmux: server', 'screen', 'SCREEN', 'systemd', 'init', '(sd-pam)',
-    'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'conmon', 'runc', 'crun',
-    'dockerd', 'docker', 'docker-init', 'podman', 'tini', 'dumb-init', 'catatonit',
-    'kubelet', 'slurmstepd', 'slurmd', 'srun', 'nohup', 'setsid', 'timeout', 'ansible',
-))
-
+REUSED_SINCE_LISTING = 'started after the listing that showed its PID (PID reused)'
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
 
@@ -302,6 +297,8 @@ def build_scope(gpus, users=None, match=None, systemd_units=None, containers=Non
             pattern = re.compile(match)
         except re.error as exc:
             raise EscalationError("match: invalid regular expression %r: %s" % (match, exc))
+    if kinds is not None and not list(kinds):
+        raise EscalationError('kinds: must name at least one of %s; got: []' % ', '.join(KINDS))
     kinds = list(kinds) if kinds else ['compute']
     for position, kind in enumerate(kinds):
         if kind not in KINDS:
@@ -445,6 +442,8 @@ def holder_verdict(record, scope, own_pids=()):
         return PROTECTED, SELF_REASON
     if record.get('protected'):
         return PROTECTED, record.get('protected_reason') or 'protected'
+    if record.get('visible') is False:
+        return SKIPPED, NOT_VISIBLE
     gpus = set(record.get('gpus') or [])
     if not gpus & set(scope.gpus):
         reason = 'out of scope'
@@ -579,7 +578,7 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
             continue
         if ppid <= 2 or process.get('ppid') == 2 or ppid in scope.own_pids or process.get('is_self'):
             continue
-        if process.get('protected') or process.get('name') in NEVER_SUPERVISORS:
+        if process.get('protected') or never_supervisor(process):
             continue
         if not _user_matches(process, scope.users) or _permission_reason(process, scope):
             continue
@@ -648,15 +647,20 @@ def descendant_pids(pid, proc_root='/proc'):
     return found
 
 
-def describe_process(pid):
-    """A process dict as ``plan_release`` wants for ``processes``, or None if gone."""
+def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
+    """A process dict as ``plan_release`` wants for ``processes``, or None if gone.
+
+    The name is ``comm`` from ``/proc/PID/stat`` (psutil's ``name()`` may read
+    ``cmdline``, which can block); the title is read within ``read_timeout``
+    seconds, and when it does not come, ``unreadable`` says so.
+    """
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
             info = {
                 'pid': pid,
                 'ppid': proc.ppid(),
-                'name': proc.name(),
+                'name': read_stat(pid)['comm'],
                 'create_time': proc.create_time(),
                 'uid': proc.uids().real,
             }
@@ -675,10 +679,14 @@ def describe_process(pid):
     info['title'] = None
     info['systemd_unit'] = None
     info['container'] = None
+    info['unreadable'] = None
     try:
-        info['title'] = read_cmdline(pid) or info['name']
+        info['title'] = read_title(pid, read_timeout)
     except Exception:  # pylint: disable=broad-except
         info['title'] = info['name']
+    if info['title'] is None:
+        info['unreadable'] = stuck_reason(pid, read_timeout)
+    info['title'] = info['title'] or info['name']
     try:
         info.update(read_cgroup(pid))
     except Exception:  # pylint: disable=broad-except
@@ -693,18 +701,19 @@ def _safe_status(pid):
         return 'gone'
 
 
-def parent_processes(holders, protection=None):
+def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT):
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 
     ``protection(info)`` returns ``(protected, reason)`` for a process dict;
-    the modules pass ``_holders.protection`` so that a supervisor is never a
-    process the holder records would call protected.
+    the modules pass ``_protection.protection_of`` so that a supervisor is never a
+    process the holder records would call protected. Each title is read
+    within ``read_timeout`` seconds.
     """
     processes = {}
     for record in holders:
         ppid = record.get('ppid')
         if ppid and ppid > 1 and ppid not in processes:
-            info = describe_process(ppid)
+            info = describe_process(ppid, read_timeout)
             if info is None:
                 continue
             if protection is not None:
@@ -724,9 +733,11 @@ class ProcProber:
     reads the live ``/proc``.
     """
 
-    def __init__(self, proc_root=None, dev_dir=None):
+    def __init__(self, proc_root=None, dev_dir=None, read_timeout=DEFAULT_READ_TIMEOUT):
         self.proc_root = PROC_ROOT if proc_root is None else proc_root
         self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
+        self.read_timeout = read_timeout
+        self.shares_namespace = None
 
     def device_holders(self):
         """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
@@ -765,6 +776,19 @@ class ProcProber:
         except psutil.AccessDenied:
             return 'unknown'
 
+    def visible(self, pid):
+        """Whether a PID that NVML lists is a GPU holder here (``_visibility``: a device node, or the host's namespace)."""
+        if self.shares_namespace is None:
+            self.shares_namespace = in_initial_pid_namespace()
+        if self.shares_namespace:
+            return True
+        prefix = self.dev_dir.rstrip('/') + '/nvidia'
+        try:
+            paths = fd_device_paths(pid, prefix, self.proc_root) or maps_device_paths(pid, prefix, self.proc_root)
+        except OSError:
+            return False
+        return holds_device_node(paths, self.dev_dir)
+
     def wchan(self, pid):
         try:
             return read_wchan(pid)
@@ -788,6 +812,27 @@ class ProcProber:
                 continue
         return refs
 
+    def listing_mark(self):
+        """Now, in clock ticks since boot (``/proc/uptime``), taken right before a listing."""
+        try:
+            with open('%s/uptime' % self.proc_root) as handle:
+                return float(handle.read().split()[0]) * os.sysconf('SC_CLK_TCK')
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def born_after(self, pid, mark):
+        """Whether ``pid`` now names a process started after ``mark`` (a ``listing_mark``).
+
+        Such a process cannot be the one a listing taken after ``mark`` showed:
+        the PID was reused in between. Start times are in ticks since boot on
+        both sides, so no wall clock is involved.
+        """
+        try:
+            started = read_stat(pid, self.proc_root)['starttime']
+        except (OSError, ValueError, IndexError):
+            return False
+        return started > mark + 1
+
     def ancestors(self, pid):
         """PIDs of the ancestors of ``pid``, nearest first."""
         chain = []
@@ -800,7 +845,7 @@ class ProcProber:
 
     def describe(self, pid):
         """A minimal holder-like record for a process found during the run, or None."""
-        info = describe_process(pid)
+        info = describe_process(pid, self.read_timeout)
         if info is None:
             return None
         try:
@@ -892,7 +937,7 @@ class Escalation:
                  clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
                  nvml_timeout=None, known_pids=(), baseline_mib=None,
                  threshold_mib=RELEASE_THRESHOLD_MIB, protection=None, own_pids=None,
-                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS):
+                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None):
         self.plan = plan
         self.ladder = ladder
         self.nvml = nvml
@@ -903,8 +948,12 @@ class Escalation:
         self.protection = protection
         self.minor_to_index = dict(minor_to_index) if minor_to_index is not None else None
         self.max_newcomers = max_newcomers
-        self.prober = prober or ProcProber()
+        self.prober = prober or ProcProber(read_timeout=nvml_timeout or DEFAULT_READ_TIMEOUT)
         self.log = log
+        # Every SIGSTOP and SIGCONT is recorded, and a guardian thaws what is
+        # still stopped if this process dies (see _guardian). Stand-in
+        # signallers stop nothing real, so they need no guardian.
+        self.ledger = ledger or FreezeLedger(guardian=signaller is None)
         if signaller is None:
             def signaller(ref, signum, describe=''):
                 return signal_process(ref, signum, log=self.log, describe=describe)
@@ -933,6 +982,7 @@ class Escalation:
         self._scan_due = 0.0        # None once the /proc scan failed
         self._scan_owed = False     # a target exited since the last /proc scan
         self._exit_unobserved = False
+        self._listed_at = None      # ticks since boot right before the last listing (NVML or /proc)
         # No adopted holder waits past this (seconds from the start).
         self.adoption_limit = sum(step['wait'] for step in ladder) + ADOPTION_SLACK_SECONDS
 
@@ -946,10 +996,22 @@ class Escalation:
             self.warnings.append(text)
 
     def _signal(self, ref, signum, describe=''):
-        outcome = self.signaller(ref, signum, describe)
+        if signum in (signal.SIGSTOP, signal.SIGCONT):
+            outcome = self.ledger.signal(ref, signum, lambda r, s: self.signaller(r, s, describe))
+        else:
+            outcome = self.signaller(ref, signum, describe)
+            if signum == signal.SIGKILL and outcome == SENT:
+                self.ledger.killed(ref)
         if outcome == SENT:
             self.sent += 1
         return outcome
+
+    def _thaw_left_frozen(self):
+        """SIGCONT to whatever is still stopped: nothing frozen outlives the run."""
+        thawed = [pid for pid, ref in sorted(self.ledger.frozen.items())
+                  if self._signal(ref, signal.SIGCONT, '(frozen by this run, never killed)') == SENT]
+        if thawed:
+            self._warn('pid %s stayed frozen and was thawed at the end' % ', '.join(str(pid) for pid in thawed))
 
     def _step_log(self, position, now, pid=None, skipped=None):
         entry = self._steps[position]
@@ -1043,8 +1105,32 @@ class Escalation:
         protected, dummy = self._protection(record)
         return bool(protected)
 
+    def _in_tree(self, pid):
+        """Whether a descendant of a target is frozen and killed with it (see ``_freeze_tree``)."""
+        return not self._excluded(pid) and not self._protected_descendant(pid)
+
+    def predict_trees(self):
+        """``{pid: [descendant pids]}``: what the freeze and SIGKILL steps would take with each target now.
+
+        Check mode's prediction of ``descendants_killed``: the same decision as
+        ``_freeze_tree`` (holders left alone, protected processes and this
+        module's own are never part of a tree), from the same look at the
+        process tree, with no signal. A holder that exits on SIGTERM in the
+        real run takes no descendant with it.
+        """
+        for record in self.plan.targets:
+            self.targets.setdefault(record['pid'], _Target(record))
+            self.known_pids.add(record['pid'])
+        return dict((pid, sorted(ref.pid for ref in self.prober.descendants(pid) if self._in_tree(ref.pid)))
+                    for pid in sorted(self.targets))
+
     def _freeze_tree(self, target):
-        """SIGSTOP the target and its descendants until no new descendant appears."""
+        """SIGSTOP the target and its descendants until no new descendant appears.
+
+        Bounded like every wait of the run: a tree still growing when the
+        run's last deadline (``adoption_limit``) passes is killed as frozen so
+        far, and a warning says so.
+        """
         outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
         if outcome in (GONE, ZOMBIE, REUSED):
             return outcome
@@ -1052,12 +1138,17 @@ class Escalation:
             return outcome
         target.frozen = True
         for dummy in range(20):
+            if self._now() >= self.adoption_limit:
+                self._warn('pid %d: its process tree was still growing when the release reached its deadline; '
+                           '%d descendants were frozen and are killed with it' % (target.pid, len(target.tree)))
+                break
             fresh = [ref for ref in self.prober.descendants(target.pid)
-                     if ref.pid not in target.tree and not self._excluded(ref.pid)
-                     and not self._protected_descendant(ref.pid)]
+                     if ref.pid not in target.tree and self._in_tree(ref.pid)]
             if not fresh:
                 break
             for ref in fresh:
+                if self._now() >= self.adoption_limit:
+                    break
                 if self._signal(ref, signal.SIGSTOP, '(descendant of pid %d)' % target.pid) == SENT:
                     target.tree[ref.pid] = ref
         return SENT
@@ -1164,6 +1255,7 @@ class Escalation:
                 target.state = status
         if not self.plan.gpus:
             return
+        self._mark_listing()
         if self.nvml_ok:
             try:
                 polled = self.nvml.poll(self.plan.gpus, self.nvml_timeout)
@@ -1216,6 +1308,7 @@ class Escalation:
             return
         self._scan_owed = False
         started = self.clock()
+        self._mark_listing()
         try:
             holders = scan()
         except Exception as exc:  # pylint: disable=broad-except
@@ -1239,6 +1332,17 @@ class Escalation:
                 self._also_holds(pid, index)
         self.proc_view = view
 
+    def _mark_listing(self):
+        mark = getattr(self.prober, 'listing_mark', None)
+        self._listed_at = mark() if mark is not None else None
+
+    def _reused_since_listing(self, pid):
+        """Whether the process now behind ``pid`` started after the listing that showed the PID."""
+        born_after = getattr(self.prober, 'born_after', None)
+        if born_after is None or self._listed_at is None:
+            return False
+        return born_after(pid, self._listed_at)
+
     def _index_of(self, minor):
         if self.minor_to_index is None:
             return minor
@@ -1259,6 +1363,13 @@ class Escalation:
         self.newcomers += 1
         record = self.prober.describe(pid)
         where = 'GPU %s' % ', '.join(str(i) for i in indices)
+        # Read after describe: whichever process describe saw, a later start
+        # than the listing means the PID is not the one listed.
+        if record is not None and self._reused_since_listing(pid):
+            self.left_alone[pid] = REUSED_SINCE_LISTING
+            self._warn('%s: pid %d was listed as a new holder, but the process now behind it started after the '
+                       'listing (the PID was reused); it was left alone' % (where, pid))
+            return
         if record is None:
             self.left_alone[pid] = 'not visible'
             self._warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '
@@ -1266,6 +1377,9 @@ class Escalation:
             return
         record.update({'gpus': list(indices), 'kind': kind, 'adopted': True,
                        'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in self.own_pids})
+        seen_here = getattr(self.prober, 'visible', None)
+        if self.nvml_ok and seen_here is not None and not seen_here(pid):
+            record['visible'] = False
         record['protected'], record['protected_reason'] = self._protection(record)
         verdict, reason = newcomer_verdict(record, self.scope, self.own_pids)
         if verdict != TARGET:
@@ -1299,10 +1413,7 @@ class Escalation:
     def _protection(self, record):
         if self.protection is not None:
             return self.protection(record)
-        if holder_protection is None:  # pragma: no cover
-            return False, None
-        executable = os.path.basename(record.get('exe') or '') or record.get('name')
-        return holder_protection(record['pid'], executable, kernel_thread=record.get('ppid') == 2)
+        return protection_of(record)
 
     def _origins(self, pid, record):
         """The targets a newcomer comes from: its ancestor, else the targets of its GPUs."""
@@ -1389,21 +1500,28 @@ class Escalation:
         for record in self.plan.targets:
             self.targets[record['pid']] = _Target(record)
             self.known_pids.add(record['pid'])
-        self._freeze_supervisors()
-        freeze_supervisors_done = self._now()
-        while True:
-            now = self._now()
-            self._observe(now)
-            for target in list(self.targets.values()):
-                self._advance(target, now)
-            if self._finished(now):
-                break
-            delay = self._next_wake(now) - self._now()
-            if delay > 0:
-                self.sleep(delay)
-        for result in self.supervisors:
-            if '_ref' in result:
-                self._kill_supervisor(result)
+        try:
+            self._freeze_supervisors()
+            freeze_supervisors_done = self._now()
+            while True:
+                now = self._now()
+                self._observe(now)
+                for target in list(self.targets.values()):
+                    self._advance(target, now)
+                if self._finished(now):
+                    break
+                delay = self._next_wake(now) - self._now()
+                if delay > 0:
+                    self.sleep(delay)
+            for result in self.supervisors:
+                if '_ref' in result:
+                    self._kill_supervisor(result)
+        finally:
+            # Normal end or exception alike; the module's death is the guardian's.
+            self._thaw_left_frozen()
+            self.ledger.close()
+        if self.ledger.warning:
+            self._warn(self.ledger.warning)
         return self.result(freeze_supervisors_done)
 
     # -- the result --------------------------------------------------------
@@ -1543,12 +1661,14 @@ def _describe_indices(indices):
     return ', '.join(str(i) for i in indices) if indices else 'none'
 
 
-def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0):
+def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.0, predicted_trees=None):
     """The module's result from the GPU records, holders, plan and run outcome.
 
     ``outcome`` is what ``Escalation.run`` returned, or None when nothing ran
-    (check mode, or nothing to do).
+    (check mode, or nothing to do). ``predicted_trees`` is what
+    ``Escalation.predict_trees`` returned in check mode.
     """
+    predicted_trees = predicted_trees or {}
     selected = set(plan.gpus)
     memory_after = (outcome or {}).get('memory_after') or {}
     gpu_results = []
@@ -1563,8 +1683,8 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         released = []
         if check_mode:
             released = [summarize(record, last_signal=None, seconds_to_release=None, outcome='planned',
-                                  shared=bool(record.get('shared')), skipped_steps=[], descendants_killed=[],
-                                  adopted=False)
+                                  shared=bool(record.get('shared')), skipped_steps=[],
+                                  descendants_killed=list(predicted_trees.get(record['pid'], [])), adopted=False)
                         for record in plan.targets]
         supervisors = [dict(entry, outcome='would be frozen and killed' if check_mode else 'left alone')
                        for entry in plan.supervisors]
@@ -1590,8 +1710,11 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         'steps': outcome['steps'],
         'elapsed_seconds': round(elapsed, 3),
         'diff': {
-            'before': {'holders': [_holder_line(h) for h in in_scope]},
-            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone]},
+            # Descendants go with their holder's tree: killed (or, in check mode, to be killed) with it.
+            'before': {'holders': [_holder_line(h) for h in in_scope],
+                       'descendants': ['pid %s, descendant of pid %s' % (pid, entry['pid'])
+                                       for entry in outcome['released'] for pid in entry.get('descendants_killed') or []]},
+            'after': {'holders': [_holder_line(h) for h in in_scope if h['pid'] not in gone], 'descendants': []},
         },
     }
     failures = failure_lines(outcome, gpus)
@@ -1601,6 +1724,9 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         _describe_indices(plan.gpus))
     if not check_mode and outcome.get('elapsed_seconds') is not None:
         summary += ' in %.2f s' % outcome['elapsed_seconds']
+    descendants = sum(len(entry.get('descendants_killed') or []) for entry in result['released'])
+    if descendants:
+        summary += ' with %d descendant%s' % (descendants, '' if descendants == 1 else 's')
     if result['supervisors']:
         summary += ', %d supervisor%s' % (len(result['supervisors']), '' if len(result['supervisors']) == 1 else 's')
     # The module's own processes hold the device nodes while NVML is open: listed, not counted.

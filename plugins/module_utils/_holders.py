@@ -30,12 +30,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import fnmatch
 import os
 import pwd
 import traceback
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _procread, _visibility
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
+    DEFAULT_PROTECTED_EXECUTABLES,
+    DEFAULT_PROTECTED_UNITS,
+    protection_of,
+    unknown_unprotect,
+)
 
 try:
     import psutil
@@ -47,32 +52,8 @@ else:
     HAS_PSUTIL = True
     PSUTIL_IMP_ERR = None
 
-# Executables that serve the GPUs rather than use them. Stopping one breaks
-# monitoring, persistence or the display, and frees nothing a model needs.
-DEFAULT_PROTECTED_EXECUTABLES = (
-    'nvidia-persistenced',
-    'nv-hostengine',
-    'dcgm-exporter',
-    'nv-fabricmanager',
-    'nvidia-fabricmanager',
-    'nvidia-device-plugin',
-    'gpu-feature-discovery',
-    'Xorg',
-    'Xwayland',
-)
-
-# Options shared by every module that may act on holders; documented by the
-# doc fragment gpuops.reclaim.protection.
-PROTECTION_ARGUMENT_SPEC = dict(
-    protect=dict(type='list', elements='str', default=[]),
-    unprotect=dict(type='list', elements='str', default=[]),
-)
-
 MAPS_MODES = ('none', 'nvml', 'all')
 
-REASON_PID_1 = 'pid 1'
-REASON_KERNEL_THREAD = 'kernel thread'
-REASON_SELF = 'self or ancestor of this module'
 
 # Parents that adopt orphans besides PID 1 (user managers are subreapers).
 SUBREAPER_NAMES = ('systemd',)
@@ -139,35 +120,6 @@ def self_and_ancestors(pid=None, proc_root=_procfs.PROC_ROOT):
         except (OSError, ValueError, IndexError):
             break
     return found
-
-
-def _matches(name, patterns):
-    for pattern in patterns:
-        if name == pattern or fnmatch.fnmatchcase(name, pattern):
-            return pattern
-    return None
-
-
-def protection(pid, executable, kernel_thread=False, is_self=False, protect=(), unprotect=()):
-    """``(protected, reason)`` for a process.
-
-    ``executable`` is the basename of /proc/PID/exe (or comm when exe is
-    unreadable): never the title, which any process may set. ``protect``
-    adds names or fnmatch globs; ``unprotect`` removes default names (names or
-    globs), but never PID 1, kernel threads, or this module and its ancestors.
-    """
-    if pid == 1:
-        return True, REASON_PID_1
-    if kernel_thread:
-        return True, REASON_KERNEL_THREAD
-    if is_self:
-        return True, REASON_SELF
-    if executable:
-        if executable in DEFAULT_PROTECTED_EXECUTABLES and not _matches(executable, unprotect):
-            return True, 'default protected executable %s' % executable
-        if _matches(executable, protect):
-            return True, 'user protected executable %s' % executable
-    return False, None
 
 
 def classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available=False):
@@ -244,20 +196,29 @@ def _dev_minors(dev_dir):
 
 
 def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
-                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False):
+                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False,
+                 protect_units=(), shares_namespace=True,
+                 title=None, unreadable=None, read_timeout=_procread.DEFAULT_TIMEOUT):
     """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
 
     ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
+    ``title`` is the title when the caller read it already (``discover`` reads
+    every holder's at once); otherwise it is read here, within ``read_timeout``
+    seconds. ``unreadable`` says why the title could not be read, if it could not.
     """
     stat = _procfs.read_stat(pid, proc_root)
     try:
         status = _procfs.read_status(pid, proc_root)
     except PermissionError:
         status = {}
-    try:
-        title = _procfs.read_cmdline(pid, proc_root)
-    except PermissionError:
-        title = ''
+    if title is None and unreadable is None:
+        try:
+            title = _procread.read_title(pid, read_timeout, proc_root)
+        except PermissionError:
+            title = ''
+        if title is None:
+            unreadable = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+    title = title or ''
     try:
         cgroup = _procfs.read_cgroup(pid, proc_root)
     except PermissionError:
@@ -290,9 +251,11 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     memory_mib = sum(gpu_memory.values())
 
     uid = _procfs.status_uid(status)
-    executable = os.path.basename(exe) if exe else stat['comm']
     is_self = pid in ancestors
-    protected, reason = protection(pid, executable, stat['kernel_thread'], is_self, protect, unprotect)
+    protected, reason = protection_of(
+        {'pid': pid, 'exe': exe, 'name': stat['comm'], 'title': title, 'kernel_thread': stat['kernel_thread'],
+         'systemd_unit': cgroup['systemd_unit']},
+        protect, unprotect, protect_units, is_self=is_self)
     ppid = stat['ppid']
     orphaned = ppid == 1
     if not orphaned and ppid > 1:
@@ -326,6 +289,10 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'is_self': is_self,
         'sigterm_ignored': _procfs.sigterm_ignored(status),
         'orphaned': orphaned,
+        # False for a PID NVML lists whose process here holds no NVIDIA device node, seen from
+        # another PID namespace than the host's: NVML's PID may name some other process.
+        'visible': _visibility.visible(bool(nvml_entries), device_paths, shares_namespace, dev_dir),
+        'unreadable': unreadable,
     }
 
 
@@ -341,13 +308,21 @@ def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
 
 
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
-             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None):
+             dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=(), shares_namespace=None,
+             read_timeout=_procread.DEFAULT_TIMEOUT):
     """Every process that holds a selected GPU, merged from NVML and /proc.
 
     ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
     the /proc view alone is used and GPU indices are device minor numbers).
     ``gpu_indices`` limits the result to those GPUs (None: all). ``dev_dir``
     and ``maps`` exist for tests and benchmarks; modules keep the defaults.
+    ``shares_namespace`` says whether NVML's PIDs are this process's (None:
+    true when it runs in the host's PID namespace); where they may not be, a
+    PID NVML lists counts as a holder here only if it holds a device node
+    (see ``_visibility``).
+    The titles of all candidates are read at once within ``read_timeout``
+    seconds (see ``_procread``): a holder whose title does not come in time
+    is still a holder, with ``unreadable`` saying why.
     Returns a ``Snapshot``.
     """
     if maps not in MAPS_MODES:
@@ -355,12 +330,12 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     warnings = list(getattr(nvml_view, 'warnings', None) or [])
     protect = tuple(protect or ())
     unprotect = tuple(unprotect or ())
+    protect_units = tuple(protect_units or ())
 
-    unknown_unprotect = [name for name in unprotect
-                         if not any(fnmatch.fnmatchcase(default, name) for default in DEFAULT_PROTECTED_EXECUTABLES)]
-    if unknown_unprotect:
-        warnings.append('unprotect names no default protected executable: %s (defaults: %s)' % (
-            ', '.join(unknown_unprotect), ', '.join(DEFAULT_PROTECTED_EXECUTABLES)))
+    unknown = unknown_unprotect(unprotect)
+    if unknown:
+        warnings.append('unprotect names no default protected executable or unit: %s (defaults: %s)' % (
+            ', '.join(unknown), ', '.join(DEFAULT_PROTECTED_EXECUTABLES + DEFAULT_PROTECTED_UNITS)))
 
     # GPUs and the minor -> index map.
     gpus = host_gpus(nvml_view, dev_dir)
@@ -427,13 +402,23 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     gpus_by_index = dict((gpu['index'], gpu) for gpu in gpus)
     selected = set(gpus_by_index) if gpu_indices is None else set(gpu_indices)
 
+    if shares_namespace is None:
+        shares_namespace = _visibility.in_initial_pid_namespace()
+    titles, title_errors, stuck = _procread.read_titles(candidates, read_timeout, proc_root)
     holders = []
     invisible = []
     for pid in sorted(candidates):
+        unreadable_reason = None
+        if pid in stuck:
+            unreadable_reason = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+        elif isinstance(title_errors.get(pid), _procread.NoThread):
+            unreadable_reason = str(title_errors[pid])
         try:
             record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
                                   gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
-                                  nvml_available=bool(nvml_view is not None and nvml_view.available))
+                                  nvml_available=bool(nvml_view is not None and nvml_view.available),
+                                  protect_units=protect_units, shares_namespace=shares_namespace,
+                                  title=titles.get(pid, ''), unreadable=unreadable_reason)
         except PermissionError:
             unreadable.add(pid)
             continue
@@ -445,7 +430,15 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             continue
         if selected.intersection(record['gpus']):
             holders.append(record)
+            if record['unreadable']:
+                warnings.append('pid %d (%s): %s' % (pid, record['name'], record['unreadable']))
 
+    not_visible = [holder for holder in holders if not holder['visible']]
+    if not_visible:
+        warnings.append('NVML lists PID %s, but the process with that PID here holds no NVIDIA device node: %s. '
+                        'It is not signalled, and its GPU does not count as free. Run the task in the host\'s '
+                        'PID namespace to see who holds the GPU.'
+                        % (', '.join(str(holder['pid']) for holder in not_visible), _visibility.NOT_VISIBLE))
     if invisible:
         warnings.append('NVML lists PID %s, but no such process is visible in %s (it exited, or it runs '
                         'in another PID namespace); its memory still counts on its GPU'

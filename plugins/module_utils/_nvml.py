@@ -63,7 +63,8 @@ PROCESS_LIST_FUNCTIONS = (
 # Options shared by every module that reads NVML; documented by the doc
 # fragment gpuops.reclaim.nvml.
 NVML_ARGUMENT_SPEC = dict(
-    nvml_timeout=dict(type='float', default=DEFAULT_TIMEOUT),
+    # raw, converted by _input.convert_seconds: Ansible's float type would take true for 1 second.
+    nvml_timeout=dict(type='raw', default=DEFAULT_TIMEOUT),
     require_nvml=dict(type='bool', default=False),
 )
 

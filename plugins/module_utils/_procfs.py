@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Readers for /proc: stat, status, wchan, cmdline, device paths, cgroup.
+"""Readers for /proc: stat, status, wchan, device paths, cgroup.
 
 Everything here reads files directly (``os.scandir``, ``os.readlink``) rather
 than through psutil, because the scanner visits every process on the host and
@@ -11,6 +11,9 @@ must stay cheaper than ``fuser``. Readers raise ``OSError`` subclasses for a
 process that vanished (``FileNotFoundError``/``ProcessLookupError``) or that
 this user may not inspect (``PermissionError``); callers decide how to count
 them.
+
+Nothing here reads ``cmdline`` or ``environ``: those reads can block behind
+the target's mmap lock, so they go through ``_procread``, under a deadline.
 
 This file imports nothing from Ansible.
 """
@@ -171,10 +174,6 @@ def parse_cmdline(data):
     return ' '.join(parts)
 
 
-def read_cmdline(pid, proc_root=PROC_ROOT):
-    return parse_cmdline(_read('%s/%d/cmdline' % (proc_root, pid), 'rb'))
-
-
 def _strip_deleted(path):
     if path.endswith(' (deleted)'):
         return path[:-len(' (deleted)')]
@@ -206,8 +205,34 @@ def fd_device_paths(pid, prefix, proc_root=PROC_ROOT):
         except OSError:
             continue
         if target.startswith(prefix):
-            found.add(_strip_deleted(target))
+            found.add(node_held(fd_dir + '/' + name, _strip_deleted(target), prefix))
     return found
+
+
+# Character major of the NVIDIA GPU nodes; minors 254 and 255 are nvidia-modeset and nvidiactl.
+NVIDIA_MAJOR = 195
+NVIDIA_MAX_GPU_MINOR = 253
+
+
+def node_held(fd_path, target, prefix, stat=None):
+    """The GPU node an fd holds, named by its device number rather than the path the process sees.
+
+    A container may map host GPU 3 as its ``/dev/nvidia0``: the fd's link then
+    reads ``/dev/nvidia0`` from the host, but the inode behind it is
+    ``195:3``. For a real NVIDIA GPU node (major 195) the minor decides, and
+    the path returned is the host's name of that node. Anything else (the
+    simulated hosts' stand-in nodes, nvidiactl, nvidia-uvm) keeps its path.
+    """
+    base = prefix[:-len('nvidia')]
+    if not _GPU_NODE.match(target[len(base):]):
+        return target
+    try:
+        rdev = (stat or os.stat)(fd_path).st_rdev
+    except OSError:
+        return target
+    if os.major(rdev) == NVIDIA_MAJOR and os.minor(rdev) <= NVIDIA_MAX_GPU_MINOR:
+        return '%snvidia%d' % (base, os.minor(rdev))
+    return target
 
 
 def maps_device_paths(pid, prefix, proc_root=PROC_ROOT):
@@ -241,8 +266,9 @@ def classify_device_path(path, dev_dir=DEV_DIR):
     ``('control', None)`` (nvidiactl, modeset, uvm-tools, caps) or None when the
     path is not an NVIDIA device under ``dev_dir``.
 
-    Devices are matched by name, not by ``st_rdev``: simulated hosts use
-    stand-in nodes with other numbers.
+    Devices are matched by name: simulated hosts use stand-in nodes with other
+    numbers. The fd readers name a real GPU node by its device number first
+    (``node_held``), so that a container's renamed node counts as the GPU it is.
     """
     base = dev_dir.rstrip('/') + '/'
     if not path.startswith(base + 'nvidia'):
@@ -299,7 +325,7 @@ def scan_device_holders(proc_root=PROC_ROOT, dev_dir=DEV_DIR, skip_pids=()):
                 if target.startswith(prefix):
                     if found is None:
                         found = set()
-                    found.add(_strip_deleted(target))
+                    found.add(node_held(fd_dir + '/' + fd, _strip_deleted(target), prefix))
             if found:
                 holders[pid] = found
     return holders, unreadable, vanished

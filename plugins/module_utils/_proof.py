@@ -30,11 +30,15 @@ __metaclass__ = type
 import os
 import time
 
+from ._visibility import NOT_VISIBLE
+
 DEFAULT_MAX_USED_MIB = 64
 DEFAULT_POLL_INTERVAL = 0.05
 MAX_TIMEOUT_SECONDS = 3600.0
 
 RECLAIM_STEP = 'run gpuops.reclaim.gpu_reclaim (or the role gpuops.reclaim.gpu_reclaim) to release the holders'
+NAMESPACE_STEP = ('NVML lists processes that hold no GPU device node here: run the task in the host\'s PID '
+                  'namespace (not in a container) to see and release them')
 RESET_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
 
 _STATE_LETTERS = {
@@ -95,6 +99,9 @@ def limit_mib(gpu, max_used_mib=None, max_used_percent=None):
 
 def describe_holder(record):
     """``pid 233730 VLLM::Worker_TP5 (orphaned, parent 1, state S)``."""
+    if record.get('visible') is False:
+        # The process here with that PID is not the holder: do not name it.
+        return 'pid %s %s' % (record.get('pid'), NOT_VISIBLE)
     details = []
     if record.get('orphaned'):
         details.append('orphaned')
@@ -128,6 +135,7 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
     busy_holders, allowed, lines = [], [], []
     busy_pids, allowed_pids = set(), set()
     reclaim_needed = False
+    namespace_step = False
     reset_gpus = []
     result_gpus = []
     for gpu in chosen:
@@ -177,12 +185,16 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
         stuck = [h for h in blocking if h.get('state') == 'disk-sleep']
         if not blocking or stuck:
             reset_gpus.append(index)
-        if any(h.get('state') != 'disk-sleep' for h in blocking):
+        if any(h.get('state') != 'disk-sleep' and h.get('visible') is not False for h in blocking):
             reclaim_needed = True
+        if any(h.get('visible') is False for h in blocking):
+            namespace_step = True
 
     if lines:
         if reclaim_needed:
             lines.append('Next step: %s.' % RECLAIM_STEP)
+        if namespace_step:
+            lines.append('Next step: %s.' % NAMESPACE_STEP)
         for index in reset_gpus:
             entry = [r for r in result_gpus if r['index'] == index][0]
             why = ('a holder in state D cannot be killed' if entry['holder_pids']

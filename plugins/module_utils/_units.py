@@ -18,10 +18,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 SHOW_PROPERTIES = ('Id', 'LoadState', 'ActiveState', 'KillMode', 'TimeoutStopUSec', 'SendSIGKILL',
-                   'ControlGroup', 'MainPID')
+                   'ControlGroup', 'MainPID', 'DropInPaths')
+
+# The drop-in the role's harden stage writes (roles/gpu_reclaim/tasks/harden.yml).
+HARDENING_DROP_IN = '50-gpuops-reclaim.conf'
 
 ORPHANING_KILL_MODES = ('process', 'none')
 
@@ -170,6 +174,13 @@ def audit_unit(properties, holders, parent_of):
     if escaped:
         findings.append('%d GPU holder(s) started by the unit live outside its control group (%s): '
                         'no stop reaches them' % (len(escaped), ', '.join(str(holder['pid']) for holder in escaped)))
+    drop_ins = (properties.get('DropInPaths') or '').split()
+    overriding = later_drop_ins(drop_ins)
+    overridden = bool(overriding) and (kill_mode in ORPHANING_KILL_MODES or not send_sigkill)
+    if overridden:
+        effective = 'KillMode=%s, SendSIGKILL=%s' % (kill_mode, 'yes' if send_sigkill else 'no')
+        findings.append('drop-in %s sorts after %s and overrides its hardening: the effective settings are %s'
+                        % (', '.join(overriding), HARDENING_DROP_IN, effective))
     if inside and active_state in ('inactive', 'failed'):
         findings.append('%d process(es) of the stopped unit still hold GPUs (%s): orphans of an earlier stop' % (
             len(inside), ', '.join(str(holder['pid']) for holder in inside)))
@@ -187,8 +198,23 @@ def audit_unit(properties, holders, parent_of):
         'escaped_holder_pids': sorted(holder['pid'] for holder in escaped),
         'holders_inside_control_group': not escaped,
         'leaves_orphans': bool(kill_mode in ORPHANING_KILL_MODES or escaped or not send_sigkill),
+        'drop_ins': drop_ins,
+        'hardening_overridden': overridden,
         'findings': findings,
     }
+
+
+def later_drop_ins(drop_ins):
+    """The drop-ins that systemd reads after the hardening drop-in (none when it is absent).
+
+    systemd applies a unit's drop-ins in the order of their file names, whatever
+    their folder, so a later one (``override.conf`` from ``systemctl edit``,
+    ``90-local.conf``) wins over the hardening drop-in's settings.
+    """
+    ours = [path for path in drop_ins if os.path.basename(path) == HARDENING_DROP_IN]
+    if not ours:
+        return []
+    return [path for path in drop_ins if os.path.basename(path) > HARDENING_DROP_IN]
 
 
 def units_of_holders(holders, kinds=('compute',)):

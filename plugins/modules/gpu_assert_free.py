@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: gpu_assert_free
 short_description: Prove that NVIDIA GPUs are free, or fail with a clear account of why not
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - The last check before a model is deployed. Succeeds only when every selected GPU is free, and otherwise
     fails with one line per busy GPU naming its memory and holders, followed by the operator's next step.
@@ -69,13 +69,14 @@ options:
     default: []
   timeout_seconds:
     description:
-      - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once.
-    type: float
+      - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once. A boolean is an
+        error.
+    type: raw
     default: 0.0
   poll_interval:
     description:
-      - Seconds between two looks while waiting, from 0.005 to 5.
-    type: float
+      - Seconds between two looks while waiting, from 0.005 to 5. A boolean is an error.
+    type: raw
     default: 0.05
   require_nvml:
     description:
@@ -219,6 +220,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     discover,
     host_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -245,8 +247,8 @@ def main():
         max_used_mib=dict(type='int'),
         max_used_percent=dict(type='float'),
         allow=dict(type='list', elements='str', default=[]),
-        timeout_seconds=dict(type='float', default=0.0),
-        poll_interval=dict(type='float', default=DEFAULT_POLL_INTERVAL),
+        timeout_seconds=seconds_spec(0.0),
+        poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
     )
     argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
     argument_spec.update(NVML_ARGUMENT_SPEC)
@@ -259,6 +261,9 @@ def main():
     if module.params['require_nvml'] and not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR, uid=os.geteuid())
     params = module.params
+    error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout'))
+    if error:
+        module.fail_json(msg=error)
     error = check_timeout(params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
@@ -295,7 +300,7 @@ def main():
                     # NVML went away (or hung) while waiting: nothing more can be proven.
                     state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
             state['view'] = None
-            snapshot = discover(current, gpu_indices=indices)
+            snapshot = discover(current, gpu_indices=indices, read_timeout=params['nvml_timeout'])
             for warning in snapshot.warnings:
                 if warning not in state['warnings']:
                     state['warnings'].append(warning)

@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: gpu_reclaim
 short_description: Release NVIDIA GPUs by a scoped, protected escalation that stops as soon as the memory is back
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - Finds every process that holds the selected GPUs (the same discovery as M(gpuops.reclaim.nvidia_holders)),
     decides which of them to release, and walks each one along an escalation ladder until its GPU memory is back.
@@ -77,12 +77,14 @@ attributes:
     support: full
     details:
       - Check mode computes the same plan, signals nothing, and returns in RV(released) the holders a real run
-        would signal. C(changed) predicts the real run.
+        would signal, each with the descendants its tree would lose (C(descendants_killed)), and the supervisors
+        that would be frozen and killed. C(changed) predicts the real run.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details:
-      - The diff lists the holders of the selected GPUs before and after the release.
+      - The diff lists the holders of the selected GPUs before and after the release, and the descendants
+        killed (in check mode, to be killed) with them.
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation
       indicates no change.
@@ -93,6 +95,8 @@ options:
   users:
     description:
       - Release only holders run by these users (names or numeric UIDs). Empty means any user.
+      - A user that does not exist on the host is named in a warning and in RV(filter_warnings), so that a
+        typo that releases nothing says so.
     type: list
     elements: str
     default: []
@@ -105,6 +109,8 @@ options:
     description:
       - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs
         such as V(vllm-*.service) are allowed.
+      - A name or glob that matches no unit on the host, loaded or installed, is named in a warning and in
+        RV(filter_warnings).
     type: list
     elements: str
     default: []
@@ -113,6 +119,8 @@ options:
       - Release only holders that run in one of these containers, each given as a runtime name (V(docker),
         V(containerd), V(cri-o), V(podman)), as a prefix of the container id, as V(kubepods) for every
         container of a Kubernetes pod whatever its runtime, or as a prefix of a pod's UID.
+      - One that matches no process's control group on the host is named in a warning and in
+        RV(filter_warnings).
     type: list
     elements: str
     default: []
@@ -120,6 +128,7 @@ options:
     description:
       - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders
         only hold a device node, as monitors and exporters do.
+      - An empty list is an error, since it would select nothing to release.
     type: list
     elements: str
     choices: [compute, client]
@@ -135,14 +144,16 @@ options:
     description:
       - How long SIGTERM may take before the holder is frozen and killed, from 0 to 3600 seconds.
       - Used by the default ladder, and by every SIGTERM step of O(ladder) that gives no C(wait).
-    type: float
+      - A boolean is an error (Ansible would otherwise read V(true) as one second).
+    type: raw
     default: 10.0
   kill_seconds:
     description:
       - How long to wait after SIGKILL for the holder to exit and its memory to come back, from 0 to 3600
         seconds. A holder still alive then is a survivor.
       - Used by the default ladder, and by every SIGKILL step of O(ladder) that gives no C(wait).
-    type: float
+      - A boolean is an error.
+    type: raw
     default: 10.0
   ladder:
     description:
@@ -159,8 +170,8 @@ options:
     elements: dict
   poll_interval:
     description:
-      - Seconds between two looks at NVML and C(/proc) while waiting, from 0.005 to 5.
-    type: float
+      - Seconds between two looks at NVML and C(/proc) while waiting, from 0.005 to 5. A boolean is an error.
+    type: raw
     default: 0.05
   fail_on_survivors:
     description:
@@ -306,7 +317,9 @@ released:
       elements: dict
       sample: [{"signal": "SIGTERM", "reason": "ignores SIGTERM"}]
     descendants_killed:
-      description: PIDs of its descendants frozen and killed with it.
+      description: PIDs of its descendants frozen and killed with it. In check mode, the descendants that the
+        freeze and SIGKILL steps would take with it, judged as the real run judges them (a holder that exits on
+        SIGTERM takes none with it).
       type: list
       elements: int
       sample: []
@@ -354,7 +367,9 @@ protected:
 skipped_holders:
   description: Holders left alone, with C(reason) such as V(out of scope), V(kind client not selected),
     V(user not selected), V(title does not match), V(systemd unit not selected), V(container not selected),
-    V(already exited) or V(permission denied (owned by user bob)), ordered by PID. For a process that appeared
+    V(already exited), V(permission denied (owned by user bob)) or
+    V(listed by NVML but not visible as a GPU holder here (another PID namespace?)) (a PID NVML lists whose process
+    here holds no NVIDIA device node, seen from outside the host's PID namespace; never signalled), ordered by PID. For a process that appeared
     during the release the reason starts with C(appeared during the release), for example
     V(appeared during the release; title does not match).
   returned: always
@@ -448,6 +463,14 @@ elapsed_seconds:
   returned: always
   type: float
   sample: 0.34
+filter_warnings:
+  description: One text per value of O(users), O(systemd_units) or O(containers) that names nothing on the host
+    (no such user, no unit matches, no process runs in such a container), so that a typo that releases
+    nothing says so. Also given as warnings.
+  returned: always
+  type: list
+  elements: str
+  sample: ["users: nosuchuser is not a user on this host; no holder can match it"]
 nvml_available:
   description: Whether NVML could be used for discovery.
   returned: always
@@ -475,13 +498,12 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import 
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     HAS_PSUTIL,
-    PROTECTION_ARGUMENT_SPEC,
     PSUTIL_IMP_ERR,
     discover,
     host_gpus,
-    protection,
     self_and_ancestors,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -490,11 +512,44 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     check_timeout,
     read_inventory,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC, protection_of
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,
     resolve_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._unmatched import (
+    containers_here,
+    filter_warnings,
+    list_unit_files_command,
+    list_units_command,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_list_units
+
+SYSTEMCTL_TIMEOUT = 30
+
+
+def known_units(module, patterns):
+    """Names of the units (loaded, or installed) matching ``patterns``, or None (with a warning) when
+    systemctl cannot tell."""
+    systemctl = module.get_bin_path('systemctl')
+    if not systemctl:
+        module.warn('systemd_units: systemctl is not installed here, so the unit names were not checked')
+        return None
+    timeout = module.get_bin_path('timeout')
+    names = []
+    # list-unit-files exits with 1 when nothing matches.
+    for command, good in ((list_units_command(patterns), (0,)), (list_unit_files_command(patterns), (0, 1))):
+        argv = [systemctl] + command[1:]
+        if timeout:
+            argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
+        rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+        if rc not in good:
+            module.warn('systemd_units: the unit names were not checked (%s: rc=%d %s)'
+                        % (' '.join(command[:2]), rc, err.strip()))
+            return None
+        names.extend(parse_list_units(out))
+    return names
 
 
 def main():
@@ -505,10 +560,10 @@ def main():
         containers=dict(type='list', elements='str', default=[]),
         kinds=dict(type='list', elements='str', choices=['compute', 'client'], default=['compute']),
         on_shared_holder=dict(type='str', choices=['release', 'fail'], default='release'),
-        grace_seconds=dict(type='float', default=10.0),
-        kill_seconds=dict(type='float', default=10.0),
+        grace_seconds=seconds_spec(10.0),
+        kill_seconds=seconds_spec(10.0),
         ladder=dict(type='list', elements='dict'),
-        poll_interval=dict(type='float', default=DEFAULT_POLL_INTERVAL),
+        poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         fail_on_survivors=dict(type='bool', default=True),
     )
     argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
@@ -523,6 +578,9 @@ def main():
     params = module.params
 
     # Everything that can be wrong with the input fails here, before discovery.
+    error = convert_seconds(params, ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout'))
+    if error:
+        module.fail_json(msg=error)
     error = check_timeout(params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
@@ -549,8 +607,16 @@ def main():
         except SelectorError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
+        scope_warnings = filter_warnings(
+            params['users'], params['systemd_units'], params['containers'],
+            loaded_units=known_units(module, params['systemd_units']) if params['systemd_units'] else None,
+            host_containers=containers_here() if params['containers'] else None)
+        for warning in scope_warnings:
+            module.warn(warning)
+
         own = self_and_ancestors()
-        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'])
+        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'],
+                            protect_units=params['protect_units'], read_timeout=params['nvml_timeout'])
         for warning in snapshot.warnings:
             module.warn(warning)
         scope = build_scope(indices, users=params['users'], match=params['match'],
@@ -559,18 +625,18 @@ def main():
                             euid=os.geteuid(), own_pids=own)
 
         def protected(info):
-            executable = os.path.basename(info.get('exe') or '') or info.get('name')
-            return protection(info['pid'], executable, is_self=info['pid'] in own,
-                              protect=params['protect'], unprotect=params['unprotect'])
+            return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
+                                 protect_units=params['protect_units'], is_self=info['pid'] in own)
 
         try:
-            plan = plan_release(snapshot.holders, scope,
-                                processes=parent_processes(snapshot.holders, protection=protected))
+            parents = parent_processes(snapshot.holders, protection=protected, read_timeout=params['nvml_timeout'])
+            plan = plan_release(snapshot.holders, scope, processes=parents)
         except SharedHolderError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
         outcome = None
-        if plan.changes and not module.check_mode:
+        predicted_trees = None
+        if plan.changes:
             escalation = Escalation(
                 plan, ladder, nvml=session if view.available else None, log=module.log,
                 poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
@@ -579,15 +645,20 @@ def main():
                 protection=protected, own_pids=own,
                 minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
                                     if gpu.get('minor') is not None))
-            outcome = escalation.run()
-            for warning in outcome['warnings']:
-                module.warn(warning)
+            if module.check_mode:
+                # Plan, then stop: the trees the real run would freeze and kill, read the same way.
+                predicted_trees = escalation.predict_trees()
+            else:
+                outcome = escalation.run()
+                for warning in outcome['warnings']:
+                    module.warn(warning)
     finally:
         session.close()
 
     result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=module.check_mode,
-                          elapsed=time.monotonic() - started)
+                          elapsed=time.monotonic() - started, predicted_trees=predicted_trees)
     result['nvml_available'] = view.available
+    result['filter_warnings'] = scope_warnings
     failed = result.pop('failed_release') and params['fail_on_survivors']
     result.pop('warnings_text')
     if not module._diff:

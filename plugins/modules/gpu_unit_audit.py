@@ -96,6 +96,8 @@ units:
       escaped_holder_pids: []
       holders_inside_control_group: true
       leaves_orphans: true
+      drop_ins: []
+      hardening_overridden: false
       findings:
         - "KillMode=process: a stop signals only the main process; the workers it started outlive the stop and keep their GPUs"
         - "2 process(es) of the stopped unit still hold GPUs (4242, 4243): orphans of an earlier stop"
@@ -150,6 +152,16 @@ units:
       description: Whether a stop of the unit would leave GPU holders behind.
       type: bool
       sample: true
+    drop_ins:
+      description: The unit's drop-in files, in the order systemd reads them.
+      type: list
+      elements: str
+      sample: [/etc/systemd/system/vllm.service.d/50-gpuops-reclaim.conf, /etc/systemd/system/vllm.service.d/override.conf]
+    hardening_overridden:
+      description: Whether a drop-in that sorts after the role's hardening drop-in (C(50-gpuops-reclaim.conf)), such
+        as the C(override.conf) of C(systemctl edit), undoes its KillMode or SendSIGKILL. The finding names it.
+      type: bool
+      sample: false
     findings:
       description: Why, one sentence per finding.
       type: list
@@ -176,6 +188,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     PSUTIL_IMP_ERR,
     discover,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     NVML_ARGUMENT_SPEC,
     check_timeout,
@@ -219,7 +232,7 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if not HAS_PSUTIL:
         module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
-    error = check_timeout(module.params['nvml_timeout'])
+    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
     for index, pattern in enumerate(module.params['units']):
@@ -232,7 +245,7 @@ def main():
             module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % nvml_view.error,
                              nvml_available=False)
         module.warn('NVML cannot be used (%s); GPU holders are found from /proc alone.' % nvml_view.error)
-    snapshot = discover(nvml_view)
+    snapshot = discover(nvml_view, read_timeout=module.params['nvml_timeout'])
     for warning in snapshot.warnings:
         module.warn(warning)
 

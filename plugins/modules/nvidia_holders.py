@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: nvidia_holders
 short_description: List the processes that hold NVIDIA GPUs, what they are, and whether they may be touched
-version_added: 1.0.0
+version_added: 0.1.0
 description:
   - Reports every process that holds an NVIDIA GPU on the host, merged from two views.
   - The NVML view lists compute, graphics and MPS processes with the GPU memory each holds. GPU memory
@@ -284,6 +284,20 @@ holders:
         Daemons that PID 1 started directly count as well; use RV(holders[].systemd_unit) to tell them apart.
       type: bool
       sample: true
+    visible:
+      description: False for a PID that NVML lists but whose process here holds no NVIDIA device node, when the
+        module runs outside the host's PID namespace (NVML may report host PIDs there, naming other processes).
+        Such a record describes whatever process has that PID here; it is never signalled, and it keeps its GPU
+        from counting as free. True otherwise.
+      type: bool
+      sample: true
+    unreadable:
+      description:
+        - Why the title could not be read, or V(null). Reading C(/proc/PID/cmdline) waits for the process's
+          memory lock, which a thread stuck in the kernel (typically in the GPU driver) holds; after
+          O(nvml_timeout) the read is given up, the title is left empty, and this says so with the state and wchan.
+      type: str
+      sample: "unreadable: possibly stuck in the kernel (state D (disk-sleep), wchan uvm_spin_loop; /proc/4242/cmdline did not answer within 5 s)"
   sample:
     - pid: 4242
       ppid: 1
@@ -309,17 +323,19 @@ holders:
       is_self: false
       sigterm_ignored: false
       orphaned: true
+      visible: true
+      unreadable: null
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     HAS_PSUTIL,
-    PROTECTION_ARGUMENT_SPEC,
     PSUTIL_IMP_ERR,
     discover,
     host_gpus,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -327,6 +343,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     check_timeout,
     read_inventory,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,
@@ -344,7 +361,7 @@ def main():
         module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
     if module.params['require_nvml'] and not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
-    error = check_timeout(module.params['nvml_timeout'])
+    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
     if error:
         module.fail_json(msg=error)
 
@@ -363,7 +380,8 @@ def main():
         module.fail_json(msg=str(exc), nvml_available=nvml_view.available)
 
     snapshot = discover(nvml_view, protect=module.params['protect'], unprotect=module.params['unprotect'],
-                        gpu_indices=indices)
+                        protect_units=module.params['protect_units'], gpu_indices=indices,
+                        read_timeout=module.params['nvml_timeout'])
     for warning in snapshot.warnings:
         module.warn(warning)
 

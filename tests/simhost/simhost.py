@@ -5,8 +5,11 @@ Subcommands:
                         stand-in NVML, build the host image (cached), unpack
                         the containers.podman collection
   build                 only (re)build the host image if its recipe changed
+  base                  build the distribution's base image if missing, print its tag
   up NAME [--gpus N] [--gpu-mib MIB]
                         start one host (name gets the gpusim- prefix)
+  --distribution debian12|debian13 (build, base, up, status; default
+                        GPUSIM_DISTRIBUTION, else debian12)
   down NAME...          remove hosts this tool created, by exact name
   exec NAME CMD...      run a command inside a host
   status                list the hosts and the image
@@ -32,6 +35,8 @@ import time
 import zipfile
 
 HERE = os.path.dirname(os.path.realpath(__file__))
+# Fault injections the image carries (tests/faults): the FUSE server that never answers.
+FAULTS = os.path.join(os.path.dirname(HERE), "faults")
 REPO = os.path.dirname(os.path.dirname(HERE))
 # GPUSIM_BUILD_DIR: another build folder (its own image store), e.g. to
 # measure a build from nothing without touching the hosts in use.
@@ -47,9 +52,22 @@ AUTHORIZED_KEYS = "/etc/ssh/gpusim_authorized_keys"
 
 PREFIX = "gpusim-"
 LABEL = "io.gpuops.gpusim"
-BASE_REPO = "localhost/gpusim-base"
-HOST_REPO = "localhost/gpusim-host"
-SUITE = "bookworm"
+# The Debian releases a host can run (--distribution, or GPUSIM_DISTRIBUTION).
+# Debian 13's base image also carries what the ansible-core matrix needs to
+# run the collection's tests under its Python 3.13 (image/packages-debian13.txt).
+DISTRIBUTIONS = {
+    "debian12": {"suite": "bookworm", "base": "localhost/gpusim-base",
+                 "host": "localhost/gpusim-host", "extra_packages": None},
+    "debian13": {"suite": "trixie", "base": "localhost/gpusim-base-debian13",
+                 "host": "localhost/gpusim-host-debian13",
+                 "extra_packages": "packages-debian13.txt"},
+}
+DEFAULT_DISTRIBUTION = "debian12"
+# Set by select_distribution() before any subcommand runs.
+DISTRIBUTION = DEFAULT_DISTRIBUTION
+BASE_REPO = DISTRIBUTIONS[DEFAULT_DISTRIBUTION]["base"]
+HOST_REPO = DISTRIBUTIONS[DEFAULT_DISTRIBUTION]["host"]
+SUITE = DISTRIBUTIONS[DEFAULT_DISTRIBUTION]["suite"]
 
 APT_PACKAGES = ["podman", "runc", "debootstrap", "uidmap", "fuse-overlayfs",
                 "slirp4netns", "psmisc", "openssh-client"]
@@ -61,6 +79,16 @@ WHEELS = {
 }
 DEFAULT_GPUS = 8
 DEFAULT_GPU_MIB = 98304
+
+
+def select_distribution(name):
+    global DISTRIBUTION, BASE_REPO, HOST_REPO, SUITE  # pylint: disable=global-statement
+    if name not in DISTRIBUTIONS:
+        die("unknown distribution %r; known: %s" % (name, ", ".join(sorted(DISTRIBUTIONS))))
+    DISTRIBUTION = name
+    BASE_REPO = DISTRIBUTIONS[name]["base"]
+    HOST_REPO = DISTRIBUTIONS[name]["host"]
+    SUITE = DISTRIBUTIONS[name]["suite"]
 
 
 def log(msg):
@@ -237,6 +265,10 @@ def compile_stage():
 
 # ---------------------------------------------------------------- images
 
+# A mirror that serves one of these serves them all.
+MIRROR_SUITES = {d["suite"] for d in DISTRIBUTIONS.values()}
+
+
 def apt_mirror():
     """The Debian mirror of this machine's apt sources."""
     candidates = []
@@ -256,13 +288,13 @@ def apt_mirror():
                     if ":" in line and not line.startswith("#"):
                         key, dummy, value = line.partition(":")
                         fields[key.strip()] = value.strip()
-                if SUITE in fields.get("Suites", "").split() and \
+                if MIRROR_SUITES & set(fields.get("Suites", "").split()) and \
                         "main" in fields.get("Components", "").split():
                     candidates.extend(fields.get("URIs", "").split())
         else:
             for line in text.splitlines():
                 parts = line.split()
-                if len(parts) >= 4 and parts[0] == "deb" and parts[2] == SUITE:
+                if len(parts) >= 4 and parts[0] == "deb" and parts[2] in MIRROR_SUITES:
                     candidates.append(parts[1])
     for uri in candidates:
         if "security" not in uri:
@@ -271,9 +303,15 @@ def apt_mirror():
 
 
 def read_packages():
-    with open(os.path.join(HERE, "image", "packages.txt")) as handle:
-        return [line.strip() for line in handle
-                if line.strip() and not line.startswith("#")]
+    names = ["packages.txt"]
+    if DISTRIBUTIONS[DISTRIBUTION]["extra_packages"]:
+        names.append(DISTRIBUTIONS[DISTRIBUTION]["extra_packages"])
+    packages = []
+    for name in names:
+        with open(os.path.join(HERE, "image", name)) as handle:
+            packages.extend(line.strip() for line in handle
+                            if line.strip() and not line.startswith("#"))
+    return packages
 
 
 def hash_tree(digest, root):
@@ -299,6 +337,7 @@ def host_recipe_hash():
     digest.update(base_recipe_hash().encode())
     for sub in ("image", "nvml"):
         hash_tree(digest, os.path.join(HERE, sub))
+    hash_tree(digest, FAULTS)
     for prefix in ("nvidia_nvml_dev-13.5.37-", "nvidia_ml_py-13.615.71-"):
         digest.update(prefix.encode())
     with open(os.path.realpath(__file__), "rb") as handle:
@@ -371,6 +410,8 @@ def _ensure_host_image(force=False):
     staged = compile_stage()
     shutil.copytree(staged, os.path.join(context, "rootfs"), symlinks=True,
                     dirs_exist_ok=True)
+    shutil.copy(os.path.join(FAULTS, "blockfs.py"),
+                os.path.join(context, "rootfs", "usr", "local", "lib", "gpusim", "blockfs.py"))
     shutil.copy(os.path.join(HERE, "image", "setup-image.sh"), context)
     with open(os.path.join(context, "Containerfile"), "w") as handle:
         handle.write("FROM %s\n"
@@ -434,6 +475,16 @@ def cmd_build(args):
     print(ensure_host_image(force=args.force))
 
 
+def cmd_base(_args):
+    """The distribution's base image (debootstrap only: no stand-in NVML, no
+    units), built when missing; the ansible-core matrix runs in it."""
+    write_podman_conf()
+    os.makedirs(BUILD, exist_ok=True)
+    with open(os.path.join(BUILD, ".image.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        print(ensure_base_image())
+
+
 # ---------------------------------------------------------------- hosts
 
 def container_name(name):
@@ -459,6 +510,11 @@ def wait_running(name, timeout):
         time.sleep(0.1)
     die("%s: systemd did not reach running within %d s (last state: %r)" % (
         name, timeout, state))
+
+
+def fuse_device():
+    """/dev/fuse for tests/faults/blockfs.py, where the machine has it."""
+    return ["--device", "/dev/fuse"] if os.path.exists("/dev/fuse") else []
 
 
 def cmd_up(args):
@@ -489,6 +545,7 @@ def cmd_up(args):
            "--label", "%s=host" % LABEL,
            "--label", "%s.gpus=%d" % (LABEL, args.gpus),
            "--label", "%s.gpu-mib=%d" % (LABEL, args.gpu_mib),
+           "--label", "%s.distribution=%s" % (LABEL, DISTRIBUTION),
            "--label", "%s.key=%s" % (LABEL, key_digest),
            "--env", "GPUSIM_GPUS=%d" % args.gpus,
            "--env", "GPUSIM_GPU_MIB=%d" % args.gpu_mib,
@@ -500,6 +557,7 @@ def cmd_up(args):
            # for gpusim-init's cgroup mount only; PID 1 drops it
            "--cap-add", "SYS_ADMIN",
            "--stop-signal", "SIGRTMIN+3",
+           *fuse_device(),
            tag, "/usr/local/sbin/gpusim-init")
     state = wait_running(name, 60)
     log("%s up (%s, %d GPUs of %d MiB) in %.1f s" % (
@@ -603,13 +661,22 @@ def main(argv=None):
     execute.add_argument("name")
     execute.add_argument("command", nargs=argparse.REMAINDER)
     execute.set_defaults(func=cmd_exec)
-    sub.add_parser("status").set_defaults(func=cmd_status)
+    status = sub.add_parser("status")
+    status.set_defaults(func=cmd_status)
+    base = sub.add_parser("base")
+    base.set_defaults(func=cmd_base)
     sub.add_parser("env").set_defaults(func=cmd_env)
     inv = sub.add_parser("inventory")
     inv.add_argument("--connection", choices=("ssh", "podman"), default="ssh")
     inv.add_argument("names", nargs="+")
     inv.set_defaults(func=cmd_inventory)
+    for subparser in (build, up, status, base):
+        subparser.add_argument(
+            "--distribution", choices=sorted(DISTRIBUTIONS),
+            default=os.environ.get("GPUSIM_DISTRIBUTION") or DEFAULT_DISTRIBUTION)
     args = parser.parse_args(argv)
+    select_distribution(getattr(args, "distribution", None)
+                        or os.environ.get("GPUSIM_DISTRIBUTION") or DEFAULT_DISTRIBUTION)
     if getattr(args, "gpus", 1) < 1 or getattr(args, "gpus", 1) > 64:
         parser.error("--gpus must be between 1 and 64")
     args.func(args)

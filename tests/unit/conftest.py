@@ -32,6 +32,7 @@ except ImportError:
             sys.path.insert(0, _COLLECTIONS)
 
 
+import json  # noqa: E402
 import signal  # noqa: E402
 import stat  # noqa: E402
 import subprocess  # noqa: E402
@@ -45,7 +46,15 @@ if sys.argv[1] == 'ignore':
 if sys.argv[2]:
     with open('/proc/self/comm', 'w') as comm:
         comm.write(sys.argv[2])
-handles = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
+handles = [os.open(path, os.O_RDONLY) for path in sys.argv[4:]]
+# Children that hold nothing (they close the inherited handles): part of the holder's tree.
+for dummy in range(int(sys.argv[3])):
+    if os.fork() == 0:
+        for handle in handles:
+            os.close(handle)
+        os.close(1)
+        time.sleep(60)
+        os._exit(0)
 sys.stdout.write('ready\n')
 sys.stdout.flush()
 time.sleep(60)
@@ -70,17 +79,27 @@ def fake_dev(tmp_path):
     return str(tmp_path)
 
 
+def _children_of(pid):
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as handle:
+            return [int(field) for field in handle.read().split()]
+    except OSError:
+        return []
+
+
 @pytest.fixture
 def spawn_holder():
     """Start child processes that hold the given paths open; they are killed afterwards.
 
-    ``spawn_holder(paths, ignore_sigterm=False, comm=None)`` returns the Popen.
+    ``spawn_holder(paths, ignore_sigterm=False, comm=None, forks=0)`` returns
+    the Popen; ``forks`` children that hold nothing sit in its tree.
     """
     children = []
 
-    def spawn(paths, ignore_sigterm=False, comm=None):
+    def spawn(paths, ignore_sigterm=False, comm=None, forks=0):
         child = subprocess.Popen(
-            [sys.executable, '-c', _HOLDER_CODE, 'ignore' if ignore_sigterm else 'default', comm or ''] + list(paths),
+            [sys.executable, '-c', _HOLDER_CODE, 'ignore' if ignore_sigterm else 'default', comm or '',
+             str(forks)] + list(paths),
             stdout=subprocess.PIPE)
         children.append(child)
         assert child.stdout.readline() == b'ready\n'
@@ -89,6 +108,8 @@ def spawn_holder():
     yield spawn
     for child in children:
         if child.poll() is None:
+            for grandchild in _children_of(child.pid):
+                os.kill(grandchild, signal.SIGKILL)
             child.send_signal(signal.SIGKILL)
         child.wait()
         child.stdout.close()
@@ -266,3 +287,62 @@ def fake_nvml_factory():
     yield factory
     for fake in made:
         fake.release.set()
+
+
+_LIMITED_PREAMBLE = r'''
+import json, sys
+sys.stdout.write("ready\n")
+sys.stdout.flush()
+sys.stdin.readline()
+'''
+
+
+def _pids_cgroup_root():
+    if os.path.isfile('/sys/fs/cgroup/pids/cgroup.procs'):
+        return '/sys/fs/cgroup/pids'
+    try:
+        with open('/sys/fs/cgroup/cgroup.subtree_control') as handle:
+            if 'pids' in handle.read().split():
+                return '/sys/fs/cgroup'
+    except OSError:
+        pass
+    return None
+
+
+@pytest.fixture
+def run_under_pids_limit(tmp_path):
+    """Run Python code in a child that may not start one more thread or process.
+
+    The child imports what ``setup`` names, then is moved into a pids cgroup of
+    its own whose limit is the one task it has; ``code`` runs there and its
+    last stdout line is returned as JSON. Skipped where no pids cgroup can be
+    made (not root, no pids controller).
+    """
+    root = _pids_cgroup_root()
+    if root is None or not os.access(root, os.W_OK):
+        pytest.skip('no writable pids cgroup on this machine')
+    group = os.path.join(root, 'gpuops-reclaim-test-%d' % os.getpid())
+    children = []
+
+    def run(setup, code, env=None):
+        os.makedirs(group, exist_ok=True)
+        child = subprocess.Popen([sys.executable, '-c', setup + _LIMITED_PREAMBLE + code],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+        children.append(child)
+        assert child.stdout.readline() == b'ready\n'
+        with open(os.path.join(group, 'pids.max'), 'w') as handle:
+            handle.write('1')
+        with open(os.path.join(group, 'cgroup.procs'), 'w') as handle:
+            handle.write(str(child.pid))
+        output, dummy = child.communicate(b'go\n', timeout=30)
+        assert child.returncode == 0, output
+        return json.loads(output.decode().strip().splitlines()[-1])
+
+    yield run
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if os.path.isdir(group):
+        os.rmdir(group)

@@ -21,7 +21,9 @@
  * Settings come from /etc/gpusim/gpusim.conf (key=value), read at every call:
  *   gpus, memory_mib, reserved_mib, name, driver_version, cuda_version,
  *   persistence_mode (default for /run/gpusim/persistence/N),
- *   nvml = ok | hang | no-driver, hang_at = init | query, hang_seconds.
+ *   nvml = ok | hang | no-driver, hang_at = init | query, hang_seconds,
+ *   pid_offset (added to every PID reported: an old driver reporting host
+ *   PIDs to a caller in a container, whose own PIDs are other numbers).
  */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h>
@@ -63,6 +65,7 @@ typedef struct {
     char nvml[32];
     char hang_at[32];
     unsigned int hang_seconds;
+    long pid_offset;
 } sim_conf_t;
 
 typedef struct {
@@ -114,6 +117,7 @@ static void load_conf(sim_conf_t *conf)
     snprintf(conf->nvml, sizeof(conf->nvml), "ok");
     snprintf(conf->hang_at, sizeof(conf->hang_at), "init");
     conf->hang_seconds = 3600;
+    conf->pid_offset = 0;
 
     f = fopen(CONF_PATH, "re");
     if (!f)
@@ -149,6 +153,8 @@ static void load_conf(sim_conf_t *conf)
             snprintf(conf->hang_at, sizeof(conf->hang_at), "%s", value);
         else if (!strcmp(key, "hang_seconds"))
             conf->hang_seconds = (unsigned int)strtoul(value, NULL, 10);
+        else if (!strcmp(key, "pid_offset"))
+            conf->pid_offset = strtol(value, NULL, 10);
     }
     fclose(f);
     if (conf->gpus > MAX_GPUS)
@@ -382,7 +388,8 @@ static void scan(const sim_conf_t *conf, sim_view_t *view)
             if (g >= conf->gpus || !(mask & (1ULL << g)))
                 continue;
             view->used_bytes[g] += claim.lines[i].mib * MIB;
-            add_proc(view, pid, g, claim.lines[i].type, claim.lines[i].mib * MIB);
+            add_proc(view, (unsigned int)((long)pid + conf->pid_offset), g, claim.lines[i].type,
+                     claim.lines[i].mib * MIB);
         }
     }
     if (proc)

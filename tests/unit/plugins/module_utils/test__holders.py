@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _protection
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NvmlView
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', 'fixtures', 'proc')
@@ -23,7 +23,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', 'fixtures', 'proc
 HOLDER_KEYS = {
     'pid', 'ppid', 'user', 'uid', 'name', 'title', 'exe', 'create_time', 'state', 'wchan', 'gpus', 'gpu_uuids',
     'gpu_memory_mib', 'memory_mib', 'nvml_types', 'device_paths', 'kind', 'systemd_unit', 'container',
-    'protected', 'protected_reason', 'is_self', 'sigterm_ignored', 'orphaned',
+    'protected', 'protected_reason', 'is_self', 'sigterm_ignored', 'orphaned', 'visible', 'unreadable',
 }
 GPU_KEYS = {
     'index', 'uuid', 'name', 'minor', 'pci_bus_id', 'memory_total_mib', 'memory_used_mib', 'memory_reserved_mib',
@@ -57,7 +57,7 @@ GPU_KEYS = {
     (100, None, False, False, ('*',), (), (False, None)),
 ])
 def test_protection(pid, executable, kernel_thread, is_self, protect, unprotect, expected):
-    assert _holders.protection(pid, executable, kernel_thread, is_self, protect, unprotect) == expected
+    assert _protection.protection(pid, executable, kernel_thread, is_self, protect, unprotect) == expected
 
 
 @pytest.mark.parametrize('nvml_types, memory_mib, holds_uvm, nvml_available, kind', [
@@ -126,6 +126,7 @@ def test_discover_merges_nvml_and_proc(fake_dev, spawn_holder):
     assert only_ctl.pid not in holders
     for holder in snapshot.holders:
         assert set(holder) == HOLDER_KEYS
+        assert holder['unreadable'] is None
     for gpu in snapshot.gpus:
         assert set(gpu) == GPU_KEYS
 
@@ -242,7 +243,7 @@ def test_discover_warns_about_nodes_nvml_does_not_know(fake_dev, spawn_holder):
 
 def test_discover_warns_about_unknown_unprotect(fake_dev):
     snapshot = _holders.discover(nvml_view(), dev_dir=fake_dev, unprotect=['Xorg', 'nvtop'])
-    assert snapshot.warnings[0].startswith('unprotect names no default protected executable: nvtop')
+    assert snapshot.warnings[0].startswith('unprotect names no default protected executable or unit: nvtop')
 
 
 def test_discover_rejects_unknown_maps_mode():
@@ -328,7 +329,8 @@ def test_build_holder_protects_by_comm_when_exe_is_unreadable(tmp_path):
     proc_root = captured_proc(tmp_path, 'bash')
     record = _holders.build_holder(16175, {'/dev/nvidia0'}, {}, {0: 0}, {}, set(), ('VLLM::Engine) x',), (),
                                    proc_root=proc_root)
-    assert record['protected_reason'] == 'user protected executable VLLM::Engine) x'
+    assert record['protected_reason'] == ('user protected executable VLLM::Engine) x '
+                                          '(from comm VLLM::Engine) x; the executable cannot be read)')
 
 
 def test_unreadable_kernel_threads_are_not_counted(tmp_path, monkeypatch):

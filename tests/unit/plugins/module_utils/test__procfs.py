@@ -289,3 +289,51 @@ def test_parse_cgroup_ignores_short_ids():
 def test_read_cgroup_of_this_process():
     parsed = _procfs.read_cgroup(os.getpid())
     assert set(parsed) == {'systemd_unit', 'container'}
+
+
+# --- a GPU node is named by its device number -------------------------------------
+
+class _Stat(object):
+    def __init__(self, major, minor):
+        self.st_rdev = os.makedev(major, minor)
+
+
+@pytest.mark.parametrize('target, rdev, expected', [
+    # A container that maps host GPU 3 as its /dev/nvidia0: the inode says 195:3.
+    ('/dev/nvidia0', (195, 3), '/dev/nvidia3'),
+    ('/dev/nvidia3', (195, 3), '/dev/nvidia3'),
+    # Stand-in nodes of the simulated hosts (clones of /dev/null) keep their names.
+    ('/dev/nvidia0', (1, 3), '/dev/nvidia0'),
+    # nvidiactl (195:255) and nvidia-uvm are no GPU node.
+    ('/dev/nvidiactl', (195, 255), '/dev/nvidiactl'),
+    ('/dev/nvidia-uvm', (510, 0), '/dev/nvidia-uvm'),
+    ('/dev/nvidia0', (195, 255), '/dev/nvidia0'),
+])
+def test_node_held_trusts_the_device_number_of_a_real_gpu_node(target, rdev, expected):
+    def stat(path):
+        assert path == '/proc/77/fd/5'
+        return _Stat(*rdev)
+
+    assert _procfs.node_held('/proc/77/fd/5', target, '/dev/nvidia', stat=stat) == expected
+
+
+def test_node_held_keeps_the_path_when_the_fd_is_gone():
+    def stat(path):
+        raise FileNotFoundError(path)
+
+    assert _procfs.node_held('/proc/77/fd/5', '/dev/nvidia0', '/dev/nvidia', stat=stat) == '/dev/nvidia0'
+
+
+def test_scan_reads_the_device_number_behind_each_gpu_fd(fake_dev, spawn_holder, monkeypatch):
+    holder = spawn_holder([os.path.join(fake_dev, 'nvidia0')])
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if path.startswith('/proc/%d/fd/' % holder.pid):
+            return _Stat(195, 3)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(_procfs.os, 'stat', stat)
+    holders = _procfs.scan_device_holders(dev_dir=fake_dev)[0]
+    assert holders[holder.pid] == {os.path.join(fake_dev, 'nvidia3')}
+    assert _procfs.fd_device_paths(holder.pid, os.path.join(fake_dev, 'nvidia')) == {os.path.join(fake_dev, 'nvidia3')}

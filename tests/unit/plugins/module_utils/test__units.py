@@ -154,3 +154,42 @@ def test_unit_file_listing_is_parsed_like_unit_listing():
     text = 'vllm-a.service enabled enabled\nvllm-b.service disabled enabled\n'
     assert _units.parse_list_units(text) == ['vllm-a.service', 'vllm-b.service']
     assert _units.list_unit_files_command('vllm-*')[:2] == ['systemctl', 'list-unit-files']
+
+
+# A hardened unit that `systemctl edit` later put back to KillMode=process.
+SHOW_OVERRIDDEN = """Id=vllm-sim.service
+LoadState=loaded
+ActiveState=active
+KillMode=process
+TimeoutStopUSec=30s
+SendSIGKILL=yes
+ControlGroup=/system.slice/vllm-sim.service
+MainPID=4240
+DropInPaths=/etc/systemd/system/vllm-sim.service.d/50-gpuops-reclaim.conf /etc/systemd/system/vllm-sim.service.d/override.conf
+"""
+
+
+def test_audit_notices_a_later_drop_in_that_undoes_the_hardening():
+    record = _units.audit_unit(_units.parse_show(SHOW_OVERRIDDEN)[0], [], {})
+    assert record['hardening_overridden'] is True and record['leaves_orphans'] is True
+    assert record['drop_ins'][-1].endswith('/override.conf')
+    assert ('drop-in /etc/systemd/system/vllm-sim.service.d/override.conf sorts after 50-gpuops-reclaim.conf and '
+            'overrides its hardening: the effective settings are KillMode=process, SendSIGKILL=yes') in record['findings']
+
+
+@pytest.mark.parametrize('drop_ins, expected', [
+    (['/etc/systemd/system/a.service.d/50-gpuops-reclaim.conf'], []),
+    (['/etc/systemd/system/a.service.d/10-site.conf', '/run/systemd/system/a.service.d/50-gpuops-reclaim.conf'], []),
+    (['/etc/systemd/system/a.service.d/50-gpuops-reclaim.conf', '/run/systemd/system/a.service.d/90-local.conf'],
+     ['/run/systemd/system/a.service.d/90-local.conf']),
+    # without the hardening drop-in, nothing overrides it
+    (['/etc/systemd/system/a.service.d/override.conf'], []),
+])
+def test_later_drop_ins(drop_ins, expected):
+    assert _units.later_drop_ins(drop_ins) == expected
+
+
+def test_a_later_drop_in_that_keeps_the_hardening_is_no_finding():
+    properties = dict(_units.parse_show(SHOW_OVERRIDDEN)[0], KillMode='control-group')
+    record = _units.audit_unit(properties, [], {})
+    assert record['hardening_overridden'] is False and record['findings'] == []

@@ -71,12 +71,49 @@ def signals(monkeypatch):
     ({'kinds': ['monitor']}, 'value of kinds must be one or more of: compute, client. Got no match for: monitor'),
     ({'on_shared_holder': 'ask'}, 'value of on_shared_holder must be one of: release, fail, got: ask'),
     ({'nvml_timeout': 0}, 'nvml_timeout must be greater than 0 and at most 600 seconds; got: 0.0'),
+    # Ansible's float type would read true as one second.
+    ({'grace_seconds': True}, 'grace_seconds: must be a number of seconds, not a boolean; got: True'),
+    ({'kill_seconds': False}, 'kill_seconds: must be a number of seconds, not a boolean; got: False'),
+    ({'poll_interval': True}, 'poll_interval: must be a number of seconds, not a boolean; got: True'),
+    ({'nvml_timeout': True}, 'nvml_timeout: must be a number of seconds, not a boolean; got: True'),
+    ({'grace_seconds': 'ten'}, "grace_seconds: must be a number of seconds; got: 'ten'"),
+    ({'grace_seconds': 'nan'}, "grace_seconds: must be a finite number of seconds; got: 'nan'"),
+    ({'kinds': []}, 'kinds: must name at least one of compute, client; got: []'),
 ])
 def test_bad_input_fails_before_anything_is_signalled(run_module, two_gpus, signals, args, message):
     result = run_module(args)
     assert result['failed']
     assert result['msg'].startswith(message), result['msg']
     assert signals == []
+
+
+def test_seconds_given_as_text_are_numbers(run_module, two_gpus, signals):
+    result = run_module({'grace_seconds': '2.5', 'kill_seconds': 3, 'poll_interval': '0.1', 'nvml_timeout': '5'})
+    assert 'failed' not in result, result['msg']
+
+
+def test_a_bool_for_seconds_signals_nothing(run_module, no_library, fake_dev_discovery, spawn_holder, signals):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module({'grace_seconds': True})
+    assert result['failed'] and 'grace_seconds' in result['msg']
+    assert signals == [] and alive(holder)
+
+
+def test_filters_that_name_nothing_here_are_warned_about(run_module, no_library, fake_dev_discovery, spawn_holder,
+                                                         signals):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module({'users': ['nosuchuser-gpuops', 'root', '4242'], 'containers': ['0fabcdef0123']})
+    assert 'failed' not in result, result['msg']
+    assert result['filter_warnings'] == [
+        'users: nosuchuser-gpuops is not a user on this host; no holder can match it',
+        'containers: 0fabcdef0123 matches no container that a process on this host runs in; no holder can match it',
+    ]
+    assert result['released'] == [] and signals == [] and alive(holder)
+
+
+def test_filters_that_name_something_are_not_warned_about(run_module, no_library, signals):
+    result = run_module({'users': ['root']})
+    assert result['filter_warnings'] == []
 
 
 def test_missing_psutil_is_reported(run_module, monkeypatch):
@@ -142,6 +179,41 @@ def test_check_mode_then_real_run_then_idempotent(run_module, no_library, fake_d
 
     again = run_module(args)
     assert again['changed'] is False and again['released'] == []
+
+
+def _prediction(result):
+    """What a run says it does (or would do): the parts check mode must predict."""
+    return {
+        'changed': result['changed'],
+        'released': sorted((e['pid'], tuple(e['descendants_killed'])) for e in result['released']),
+        'supervisors': sorted(e['pid'] for e in result['supervisors']),
+        'protected': sorted(e['pid'] for e in result['protected']),
+        'skipped_holders': sorted(e['pid'] for e in result['skipped_holders']),
+        'diff': result['diff'],
+    }
+
+
+def test_check_mode_predicts_the_real_run_descendants_included(run_module, no_library, fake_dev_discovery,
+                                                               spawn_holder, signals):
+    stubborn = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                             os.path.join(fake_dev_discovery, 'nvidia-uvm')], ignore_sigterm=True, forks=2)
+    tree = psutil.Process(stubborn.pid).children()
+    assert len(tree) == 2
+    args = {'gpus': ['0'], 'grace_seconds': 5, '_ansible_diff': True}
+
+    checked = run_module(dict(args, _ansible_check_mode=True))
+    assert signals == [] and all(child.is_running() for child in tree)
+    real = run_module(args)
+    assert 'failed' not in real, real['msg']
+
+    assert _prediction(checked) == _prediction(real)
+    assert checked['released'][0]['descendants_killed'] == sorted(child.pid for child in tree)
+    assert checked['diff']['before']['descendants'] == [
+        'pid %d, descendant of pid %d' % (child.pid, stubborn.pid) for child in sorted(tree, key=lambda c: c.pid)]
+    assert 'with 2 descendants' in checked['msg'] and 'with 2 descendants' in real['msg']
+    assert stubborn.wait(2) == -signal.SIGKILL
+    psutil.wait_procs(tree, timeout=2)
+    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in tree)
 
 
 def test_shared_holder_refused_before_any_signal(run_module, no_library, fake_dev_discovery, spawn_holder, signals):

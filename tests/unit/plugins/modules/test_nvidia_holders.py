@@ -52,6 +52,7 @@ def fake_dev_discovery(monkeypatch, fake_dev, point_discovery):
                            "0 (GPU-00000000-0000-4000-8000-000000000000, 00000000:18:00.0), "
                            "1 (GPU-00000001-0000-4000-8000-000000000000, 00000000:28:00.0)"),
     ({'protect': 'nv-hostengine', 'bogus': 1}, 'Unsupported parameters'),
+    ({'nvml_timeout': True}, 'nvml_timeout: must be a number of seconds, not a boolean; got: True'),
 ])
 def test_bad_input_fails_with_a_clear_message(run_module, two_gpus, args, message):
     result = run_module(args)

@@ -12,6 +12,7 @@
                               nv-hostengine, dcgm-exporter) as systemd units
   gpusim nvml ok|hang|no-driver|no-library [--at init|query] [--seconds N]
   gpusim configure [--gpus N] [--gpu-mib MIB] [--reserved-mib MIB] [--name S]
+                   [--pid-offset N]
   gpusim show                 what NVML reports, as JSON (through pynvml)
   gpusim reset-state          stop every workload this tool started, clear
                               claims and persistence settings, NVML back to ok
@@ -41,6 +42,11 @@ STARTED = STATE + "/started"
 LIBRARY = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 LIBRARY_OFF = "/usr/lib/gpusim/libnvidia-ml.so.1.disabled"
 SELF = os.path.realpath(__file__)
+# tests/faults/blockfs.py, copied next to this file by the image build.
+BLOCKFS = os.path.join(os.path.dirname(SELF), "blockfs.py")
+BLOCKFS_MOUNT = "/run/gpusim/blockfs"
+BLOCKFS_FILE = BLOCKFS_MOUNT + "/block"
+BLOCKFS_PID = "/run/gpusim/blockfs.pid"
 PYTHON = sys.executable or "/usr/bin/python3"
 CLIENT_UNITS = ["nvidia-persistenced.service", "nvidia-dcgm.service",
                 "dcgm-exporter.service"]
@@ -270,11 +276,97 @@ class Holder(object):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         else:
             signal.signal(signal.SIGTERM, self.on_term)
+        if self.args.block_term:
+            # SIGTERM stays pending: not ignored (SigIgn), so it is given its grace.
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
         record_started(os.getpid())
         mark_ready(self.args.ready, {"pid": os.getpid(), "gpus": self.gpus,
                                      "mib": self.args.mib})
+        if self.args.blocked_cmdline:
+            block_memory_lock()
         while True:
             signal.pause()
+
+
+def block_memory_lock():
+    """Make every reader of this process's cmdline and environ wait, as a
+    thread stuck in the GPU driver does: one thread faults on a page of a
+    file that blockfs never serves while it holds this process's mmap lock
+    (a read of /proc/self/mem cannot drop the lock), and another asks for
+    the lock as a writer (mmap), so new readers queue behind it. A fatal
+    signal still ends the process: blockfs answers the interrupt."""
+    import mmap
+    import threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    fd = os.open(BLOCKFS_FILE, os.O_RDONLY)
+    address = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+    mem = os.open("/proc/self/mem", os.O_RDONLY)
+
+    def fault():
+        os.pread(mem, 1, address)
+
+    def want_write_lock():
+        time.sleep(0.2)
+        mmap.mmap(-1, 4096)
+    for target in (fault, want_write_lock):
+        thread = threading.Thread(target=target)
+        thread.daemon = True
+        thread.start()
+
+
+def cmd_blockfs(args):
+    """Start or stop the file system that never answers a read."""
+    if args.action == "start":
+        if os.path.ismount(BLOCKFS_MOUNT):
+            return
+        stop_blockfs()  # a mount whose server is gone
+        os.makedirs(BLOCKFS_MOUNT, exist_ok=True)
+        devnull = open(os.devnull, "r+")
+        proc = subprocess.Popen([PYTHON, BLOCKFS, "--give-up", str(args.give_up), BLOCKFS_MOUNT],
+                                stdin=devnull, stdout=devnull, stderr=devnull, start_new_session=True)
+        record_started(proc.pid)
+        with open(BLOCKFS_PID, "w") as handle:
+            handle.write("%d %d\n" % (proc.pid, start_time(proc.pid)))
+        deadline = time.time() + 5
+        while not os.path.ismount(BLOCKFS_MOUNT):
+            if time.time() > deadline or proc.poll() is not None:
+                raise SystemExit("gpusim: blockfs did not mount on %s" % BLOCKFS_MOUNT)
+            time.sleep(0.02)
+        os.stat(BLOCKFS_FILE)
+        return
+    stop_blockfs()
+
+
+def stop_blockfs():
+    """Stopping the server closes /dev/fuse, which fails every read still waiting."""
+    # Never by reading cmdlines: those of the processes it blocks would block this too.
+    try:
+        with open(BLOCKFS_PID) as handle:
+            pid, start = (int(field) for field in handle.read().split())
+        if start_time(pid) == start:
+            os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+    subprocess.run(["umount", "-l", BLOCKFS_MOUNT], check=False, stderr=subprocess.DEVNULL)
+
+
+def wait_blocked(pid, timeout=5):
+    """Until a thread of ``pid`` waits for its mmap lock as a writer (state D)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as handle:
+                    if handle.read().rpartition(")")[2].split()[0] == "D":
+                        time.sleep(0.05)  # the queued writer now holds back new readers
+                        return
+            except OSError:
+                continue
+        time.sleep(0.02)
+    raise SystemExit("gpusim: pid %d did not block its readers" % pid)
 
 
 def record_started(pid):
@@ -291,7 +383,7 @@ def hold_argv(args, token, title=None):
             "--ready", token]
     if title or args.title:
         argv += ["--title", title or args.title]
-    for flag in ("ignore_term", "stuck", "graphics", "require_free"):
+    for flag in ("ignore_term", "stuck", "graphics", "require_free", "block_term", "blocked_cmdline"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
     if args.fork_on_term:
@@ -339,6 +431,8 @@ def cgroup_placement(args):
 
 
 def cmd_hold(args):
+    if args.blocked_cmdline:
+        cmd_blockfs(argparse.Namespace(action="start", give_up=300))
     token = "%d-%s" % (os.getpid(), random_hex(8))
     inner = hold_argv(args, token)
     result = {}
@@ -380,6 +474,8 @@ def cmd_hold(args):
         sys.stderr.write("gpusim: holder %s\n" % ready["error"])
         sys.exit(1)
     result.update(ready)
+    if args.blocked_cmdline:
+        wait_blocked(ready["pid"])
     if args.title:
         result["title"] = args.title
     print(json.dumps(result, sort_keys=True))
@@ -562,6 +658,8 @@ def cmd_configure(args):
         conf["name"] = args.name
     if args.persistence_mode is not None:
         conf["persistence_mode"] = str(args.persistence_mode)
+    if args.pid_offset is not None:
+        conf["pid_offset"] = str(args.pid_offset)
     write_conf(conf)
     make_dirs()
     make_device_nodes(int(conf["gpus"]))
@@ -624,6 +722,7 @@ def cmd_show(_args):
 
 
 def cmd_reset_state(_args):
+    stop_blockfs()
     units = CLIENT_UNITS + ["vllm-sim.service"]
     subprocess.run(["systemctl", "stop"] + units, check=False)
     subprocess.run(["systemctl", "reset-failed"] + units, check=False,
@@ -643,6 +742,7 @@ def cmd_reset_state(_args):
             os.unlink(os.path.join(directory, name))
     conf = read_conf()
     conf["nvml"] = "ok"
+    conf["pid_offset"] = "0"
     write_conf(conf)
     if not os.path.exists(LIBRARY) and os.path.exists(LIBRARY_OFF):
         os.rename(LIBRARY_OFF, LIBRARY)
@@ -664,6 +764,10 @@ def add_hold_options(parser, internal):
     parser.add_argument("--graphics", action="store_true")
     parser.add_argument("--visible", help="device nodes opened: all, or indices")
     parser.add_argument("--require-free", action="store_true")
+    parser.add_argument("--block-term", action="store_true",
+                        help="SIGTERM stays blocked (pending), so the holder sits out its grace")
+    parser.add_argument("--blocked-cmdline", action="store_true",
+                        help="readers of /proc/PID/cmdline and environ wait (needs /dev/fuse)")
     if internal:
         parser.add_argument("--ready", default="")
     else:
@@ -714,12 +818,20 @@ def main(argv=None):
     configure.add_argument("--reserved-mib", type=int)
     configure.add_argument("--name")
     configure.add_argument("--persistence-mode", type=int, choices=[0, 1])
+    # NVML reports every PID plus this offset, as an old driver reports host
+    # PIDs to a caller in a container.
+    configure.add_argument("--pid-offset", type=int)
     configure.set_defaults(func=cmd_configure)
     sub.add_parser("boot").set_defaults(func=cmd_boot)
     clients = sub.add_parser("clients")
     clients.add_argument("action", choices=["start", "stop"])
     clients.set_defaults(func=cmd_clients)
     sub.add_parser("show").set_defaults(func=cmd_show)
+    blockfs = sub.add_parser("blockfs")
+    blockfs.add_argument("action", choices=["start", "stop"])
+    blockfs.add_argument("--give-up", type=int, default=300,
+                         help="seconds after which the server stops and every waiting read fails")
+    blockfs.set_defaults(func=cmd_blockfs)
     sub.add_parser("reset-state").set_defaults(func=cmd_reset_state)
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "vllm-serve":

@@ -1,0 +1,266 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What is never signalled, and why: the one place that says so.
+
+Three lists live here and nowhere else:
+
+* ``DEFAULT_PROTECTED_EXECUTABLES``: programs that serve the GPUs rather
+  than use them (persistence, DCGM, its exporter, fabric manager, Kubernetes'
+  device plugin, the display server). Stopping one breaks monitoring, the
+  fabric or the display, and frees nothing a model needs.
+* ``DEFAULT_PROTECTED_UNITS``: the systemd units those programs usually run
+  in. A process in one of them is protected whatever its executable is
+  called, so a daemon run by an interpreter (``python3 /usr/bin/dcgm-exporter``)
+  or whose executable cannot be read is still recognised.
+* ``NEVER_SUPERVISORS``: parents that started a workload rather than being
+  part of it (shells, session managers, launchers, init systems, container
+  runtimes). The release never freezes or kills one as a respawner.
+
+A process is matched by name on what it cannot change about itself, never on
+its title alone: the basename of ``/proc/PID/exe``; for an interpreter, the
+script it runs; its systemd unit (its control group). Where the executable
+cannot be read, the first word of the command line and ``comm`` are used;
+``comm`` is cut at 15 characters by the kernel, so a 15-character ``comm``
+matches every protected name it begins (``nvidia-persiste`` is
+nvidia-persistenced).
+
+The doc fragment ``gpuops.reclaim.protection`` lists the defaults; a unit
+test checks that it lists exactly these.
+
+This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import os
+import re
+
+DEFAULT_PROTECTED_EXECUTABLES = (
+    'nvidia-persistenced',
+    'nv-hostengine',
+    'dcgm-exporter',
+    'nv-fabricmanager',
+    'nvidia-fabricmanager',
+    'nvidia-device-plugin',
+    'gpu-feature-discovery',
+    'Xorg',
+    'Xwayland',
+)
+
+DEFAULT_PROTECTED_UNITS = (
+    'nvidia-persistenced.service',
+    'nvidia-dcgm.service',
+    'dcgm.service',
+    'nv-hostengine.service',
+    'dcgm-exporter.service',
+    'nvidia-dcgm-exporter.service',
+    'nvidia-fabricmanager.service',
+    'nvidia-fabric-manager.service',
+    'nv-fabricmanager.service',
+)
+
+# Options shared by every module that may act on holders; documented by the
+# doc fragment gpuops.reclaim.protection.
+PROTECTION_ARGUMENT_SPEC = dict(
+    protect=dict(type='list', elements='str', default=[]),
+    protect_units=dict(type='list', elements='str', default=[]),
+    unprotect=dict(type='list', elements='str', default=[]),
+)
+
+REASON_PID_1 = 'pid 1'
+REASON_KERNEL_THREAD = 'kernel thread'
+REASON_SELF = 'self or ancestor of this module'
+
+# The kernel keeps TASK_COMM_LEN - 1 characters of a name in comm.
+COMM_LENGTH = 15
+
+# Programs that run another program's code: the script they run names the process.
+INTERPRETER = re.compile(r'^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|'
+                         r'bash|sh|dash|java)$')
+
+# Interpreter options followed by a value, and those followed by code (no script then).
+VALUE_OPTIONS = ('-X', '-W', '-Q', '-I', '-r', '--require', '-cp', '-classpath')
+CODE_OPTIONS = ('-c', '-e', '-E', '--eval')
+
+# Parents never treated as supervisors: whoever started the workload, not the
+# workload. Killing a login shell, a session, an init or a container runtime is
+# too much, and a launcher (su, sudo, runuser, setsid) only stands between them.
+NEVER_SUPERVISORS = frozenset((
+    # shells
+    'sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'fish', 'csh', 'tcsh', 'busybox',
+    # sessions and logins (OpenSSH 9.8 and later run each connection as sshd-session)
+    'login', 'sshd', 'sshd-session', 'sshd-auth', 'mosh-server', 'agetty',
+    'tmux', 'tmux: server', 'screen', 'SCREEN', 'byobu', 'zellij', 'script',
+    # launchers that run a command as another user or in another context
+    'su', 'sudo', 'sudo-rs', 'su-rs', 'runuser', 'pkexec', 'doas', 'run0', 'systemd-run',
+    'nsenter', 'unshare', 'chroot', 'setpriv', 'env', 'nohup', 'setsid', 'timeout',
+    'nice', 'ionice', 'taskset', 'numactl', 'stdbuf', 'flock', 'xargs', 'chrt',
+    # init systems and service managers
+    'systemd', 'init', '(sd-pam)',
+    # container runtimes and their shims
+    'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'conmon', 'runc', 'crun',
+    'dockerd', 'docker', 'docker-init', 'docker-proxy', 'podman', 'tini', 'dumb-init', 'catatonit',
+    'kubelet', 'crio', 'cri-o',
+    # batch schedulers
+    'slurmstepd', 'slurmd', 'srun',
+    # the controller that runs this module
+    'ansible',
+))
+
+
+def _matches(name, patterns):
+    for pattern in patterns:
+        if name == pattern or fnmatch.fnmatchcase(name, pattern):
+            return pattern
+    return None
+
+
+def script_of(title):
+    """Basename of the script an interpreter runs, from its command line, or None.
+
+    ``python3 -u /usr/bin/dcgm-exporter --port 9400`` gives ``dcgm-exporter``;
+    ``python3 -m dcgm_exporter`` gives ``dcgm_exporter``.
+    """
+    words = (title or '').split()
+    position = 1
+    while position < len(words):
+        word = words[position]
+        if word in CODE_OPTIONS:
+            return None
+        if word == '-m' and position + 1 < len(words):
+            return words[position + 1]
+        if word in VALUE_OPTIONS:
+            position += 2
+            continue
+        if word.startswith('-'):
+            position += 1
+            continue
+        return os.path.basename(word) or None
+    return None
+
+
+def names_of(exe=None, comm=None, title=None):
+    """The names a process is known by for protection: ``[(name, how)]``.
+
+    ``how`` is ``executable``, ``script`` (the script of an interpreter),
+    ``command`` (the first word of the command line, only where the
+    executable cannot be read) or ``comm`` (likewise).
+    """
+    names = []
+    executable = os.path.basename(exe) if exe else None
+    if executable:
+        names.append((executable, 'executable'))
+    else:
+        first = (title or '').split()[:1]
+        if first and os.path.basename(first[0]):
+            names.append((os.path.basename(first[0]), 'command'))
+        if comm:
+            names.append((comm, 'comm'))
+    # The script counts only while the command line still starts with the
+    # interpreter: a process that retitled itself (setproctitle) names no script.
+    interpreter = executable or (names[0][0] if names else None)
+    first = os.path.basename(((title or '').split() or [''])[0])
+    if interpreter and INTERPRETER.match(interpreter) and INTERPRETER.match(first):
+        script = script_of(title)
+        if script:
+            names.append((script, 'script'))
+    return names
+
+
+def _default_executable(name, how, unprotect):
+    if how == 'comm' and len(name) >= COMM_LENGTH:
+        candidates = [default for default in DEFAULT_PROTECTED_EXECUTABLES if default.startswith(name)]
+    else:
+        candidates = [name] if name in DEFAULT_PROTECTED_EXECUTABLES else []
+    for default in candidates:
+        if not _matches(default, unprotect):
+            return default
+    return None
+
+
+def protection(pid, executable=None, kernel_thread=False, is_self=False, protect=(), unprotect=(),
+               unit=None, protect_units=(), names=None):
+    """``(protected, reason)`` for a process.
+
+    ``names`` is what ``names_of`` returns; without it ``executable`` (an
+    executable's basename) is the only name. ``unit`` is the process's
+    systemd unit. ``protect`` adds executable names or globs,
+    ``protect_units`` unit names or globs; ``unprotect`` removes default
+    names of either kind. Nothing removes the protection of PID 1, kernel
+    threads, or this module and its ancestors.
+    """
+    if pid == 1:
+        return True, REASON_PID_1
+    if kernel_thread:
+        return True, REASON_KERNEL_THREAD
+    if is_self:
+        return True, REASON_SELF
+    if names is None:
+        names = [(executable, 'executable')] if executable else []
+    protect = tuple(protect or ())
+    unprotect = tuple(unprotect or ())
+    for name, how in names:
+        default = _default_executable(name, how, unprotect)
+        if default:
+            return True, 'default protected executable %s%s' % (default, _how(how, name))
+    for name, how in names:
+        if _matches(name, protect):
+            return True, 'user protected executable %s%s' % (name, _how(how, name))
+    if unit:
+        if unit in DEFAULT_PROTECTED_UNITS and not _matches(unit, unprotect):
+            return True, 'default protected unit %s' % unit
+        if _matches(unit, tuple(protect_units or ())):
+            return True, 'user protected unit %s' % unit
+    return False, None
+
+
+def _how(how, name):
+    if how == 'script':
+        return ' (the script an interpreter runs)'
+    if how == 'comm':
+        return ' (from comm %s; the executable cannot be read)' % name
+    if how == 'command':
+        return ' (from the command line; the executable cannot be read)'
+    return ''
+
+
+def protection_of(record, protect=(), unprotect=(), protect_units=(), is_self=False):
+    """``protection`` for a holder or process record (``pid``, ``exe``, ``name``, ``title``,
+    ``systemd_unit``; a kernel thread has ``kernel_thread`` true or ``ppid`` 2)."""
+    kernel_thread = bool(record.get('kernel_thread')) or record.get('ppid') == 2
+    return protection(record.get('pid'), kernel_thread=kernel_thread, is_self=is_self, protect=protect,
+                      unprotect=unprotect, unit=record.get('systemd_unit'), protect_units=protect_units,
+                      names=names_of(record.get('exe'), record.get('name'), record.get('title')))
+
+
+def unknown_unprotect(unprotect):
+    """Names in ``unprotect`` that match no default executable or unit."""
+    defaults = DEFAULT_PROTECTED_EXECUTABLES + DEFAULT_PROTECTED_UNITS
+    return [name for name in unprotect or ()
+            if not any(fnmatch.fnmatchcase(default, name) for default in defaults)]
+
+
+def is_protected_unit(unit, protect_units=(), unprotect=()):
+    """Whether a systemd unit is protected (the defaults and ``protect_units``)."""
+    if unit in DEFAULT_PROTECTED_UNITS and not _matches(unit, tuple(unprotect or ())):
+        return True
+    return bool(_matches(unit, tuple(protect_units or ())))
+
+
+def never_supervisor(process):
+    """Whether a parent process is a shell, launcher, session, init or runtime (never a supervisor).
+
+    Compared on ``comm`` and on the executable's basename: a launcher whose
+    executable is a symlink (``runuser`` to ``su``, say) is caught either way.
+    """
+    exe = process.get('exe')
+    for name in (process.get('name'), os.path.basename(exe) if exe else None):
+        if name and name in NEVER_SUPERVISORS:
+            return True
+    return False
