@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: fleet_summary
 short_description: Roll up the gpu_reclaim role's per-host summaries into one view of the fleet
-version_added: 1.0.0
+version_added: 0.1.0
 author:
   - gpuops.reclaim contributors (@gpuops)
 description:

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: reclaim_metrics
 short_description: The gpu_reclaim role's last run on a host, in the Prometheus text format
-version_added: 1.0.0
+version_added: 0.1.0
 author:
   - gpuops.reclaim contributors (@gpuops)
 description:
