@@ -36,6 +36,14 @@ bench/README.md.
   the controller's cores, and the floor shows how much of the ratio is the
   machine's.
 
+- ``reclaim_vs_raw_respawn_nsinit_sim``: on a simulated host, a 40 GiB holder
+  that is PID 1 of its own PID namespace with no SIGTERM handler, and a shell
+  loop respawning a 40 GiB worker: the gpu_reclaim module's own elapsed time
+  against the raw path (SIGSTOP the loop, SIGKILL the namespace init and the
+  worker, poll NVML every 5 ms until free, SIGKILL the loop).
+  ``overhead_s`` is the difference of the medians; ``settle_median_s`` is
+  the 2 s settle of gpu_assert_free that follows, reported apart.
+
 A figure whose prerequisites are missing (no simulated-host image, not root)
 is reported as skipped, with the reason, instead of failing the run.
 """
@@ -66,7 +74,7 @@ ONE_TASK = os.path.join(HERE, 'playbooks', 'one_task.yml')
 PING = os.path.join(HERE, 'playbooks', 'ping.yml')
 BIN = os.path.dirname(sys.executable)
 NAMES = ('discovery_vs_fuser_10k', 'holders_blocked_cmdline', 'reclaim_vs_raw_sim', 'role_noop_vs_one_task',
-         'incident_release_vs_module', 'fleet_16_vs_1')
+         'incident_release_vs_module', 'fleet_16_vs_1', 'reclaim_vs_raw_respawn_nsinit_sim')
 HOST_PREFIX = 'gpusim-bench-'
 GRACE_SECONDS = 2
 
@@ -410,6 +418,89 @@ def bench_reclaim(context):
     return item
 
 
+NSINIT_HOLDER = os.path.join(ROOT, 'extensions', 'molecule', 'sources', 'files', 'nsinit_holder.py')
+HOLD = 'python3 /usr/local/lib/gpusim/gpusim.py _hold --mib 40960'
+
+
+def respawn_nsinit_workload(host):
+    """A 40 GiB namespace init with no SIGTERM handler on GPU 0, and a shell loop respawning a 40 GiB worker
+    on GPU 1. Returns ``{"nsinit": pid, "worker": pid, "loop": pid}``."""
+    with open(NSINIT_HOLDER) as handle:
+        Hosts.execute(host, 'sh', '-c', 'cat > /root/nsinit_holder.py', stdin=handle.read())
+    Hosts.execute(host, 'sh', '-c', 'setsid -f unshare --pid --fork python3 /root/nsinit_holder.py --gpu 0 '
+                  '--mib 40960 --title nsinit-worker </dev/null >/dev/null 2>&1')
+    Hosts.execute(host, 'sh', '-c', "setsid -f bash -c 'while true; do %s --gpu 1 --title loop-worker; sleep 0.3; "
+                  "done' </dev/null >/dev/null 2>&1" % HOLD)
+    found = {}
+
+    def ready():
+        rows = Hosts.execute(host, 'ps', '-eo', 'pid=,ppid=,args=').stdout.splitlines()
+        found.clear()
+        for row in rows:
+            fields = row.split(None, 2)
+            if len(fields) == 3 and fields[2] == 'nsinit-worker':
+                found['nsinit'] = int(fields[0])
+            if len(fields) == 3 and fields[2] == 'loop-worker':
+                found['worker'], found['loop'] = int(fields[0]), int(fields[1])
+        apps = Hosts.execute(host, 'nvidia-smi', '--query-compute-apps=pid', '--format=csv,noheader').stdout
+        return len(found) == 3 and len(apps.split()) == 2
+    wait_for(ready, 20, 'the namespace init and the respawned worker to hold their GPUs')
+    return dict(found)
+
+
+def bench_respawn_nsinit(context):
+    context.hosts.require()
+    require_collection_tree()
+    host = RECLAIM_HOST
+    context.hosts.up(host)
+    inv = inventory(os.path.join(context.work, 'respawn.json'), [host], context.connection)
+    with open(PROBE) as handle:
+        probe = handle.read()
+    ours, raw, settles = [], [], []
+    for repetition in range(context.repetitions):
+        context.hosts.reset(host)
+        respawn_nsinit_workload(host)
+        timing = os.path.join(context.work, 'respawn-%d.jsonl' % repetition)
+        env = ansible_env(context.work, ANSIBLE_CALLBACK_PLUGINS=CALLBACKS, ANSIBLE_CALLBACKS_ENABLED='gpu_timing',
+                          ANSIBLE_LOAD_CALLBACK_PLUGINS='true', GPU_TIMING_FILE=timing)
+        arguments = json.dumps({'grace_seconds': GRACE_SECONDS, 'poll_interval': 0.005})
+        timed(tool('ansible') + ['gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_reclaim', '-a', arguments],
+              env, os.path.join(context.work, 'respawn.log'))
+        result, dummy, dummy2 = module_result(timing, 'gpuops.reclaim.gpu_reclaim')
+        parents = [item for item in result.get('sources', []) if item['kind'] == 'parent']
+        if len(result.get('released', [])) != 2 or result.get('survivors') or \
+                [item['action'] for item in parents] != ['frozen and killed']:
+            raise RuntimeError('gpu_reclaim did not release both holders and kill the respawning loop: %s'
+                               % json.dumps({k: result.get(k) for k in ('released', 'survivors', 'sources')}))
+        ours.append(result['elapsed_seconds'])
+        # The settle, reported apart from the release: the proof's own clock.
+        timing = os.path.join(context.work, 'settle-%d.jsonl' % repetition)
+        env['GPU_TIMING_FILE'] = timing
+        timed(tool('ansible') + ['gpu_hosts', '-i', inv, '-m', 'gpuops.reclaim.gpu_assert_free', '-a',
+                                 json.dumps({'settle_seconds': 2})], env, os.path.join(context.work, 'settle.log'))
+        proof, dummy, dummy2 = module_result(timing, 'gpuops.reclaim.gpu_assert_free')
+        if not proof.get('free'):
+            raise RuntimeError('the GPUs did not stay free after gpu_reclaim: %s' % proof.get('msg'))
+        settles.append(proof['settle_seconds_observed'])
+
+        context.hosts.reset(host)
+        held = respawn_nsinit_workload(host)
+        arguments = ['python3', '-', 'raw', '--now', '--grace', str(GRACE_SECONDS), '--interval', '0.005',
+                     '--respawner', str(held['loop']), '--kill', str(held['nsinit']), '--kill', str(held['worker'])]
+        proc = Hosts.execute(host, *arguments, stdin=probe)
+        event = json.loads(proc.stdout.strip().splitlines()[-1])
+        if event.get('event') != 'free':
+            raise RuntimeError('the raw path did not free the GPUs: %s' % event)
+        raw.append(event['seconds'])
+    context.hosts.reset(host)
+    item = benchlib.entry('reclaim_vs_raw_respawn_nsinit_sim', ours, raw,
+                          'raw path: SIGSTOP the respawning shell loop, SIGKILL the namespace init and the worker, '
+                          'poll NVML every 5 ms until free, SIGKILL the loop; no discovery',
+                          context.machine, settle_median_s=benchlib.summary(settles)[0])
+    item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
+    return item
+
+
 def module_result(path, action):
     start = end = None
     result = {}
@@ -547,6 +638,7 @@ FIGURES = {
     'role_noop_vs_one_task': bench_role_noop,
     'incident_release_vs_module': bench_incident,
     'fleet_16_vs_1': bench_fleet,
+    'reclaim_vs_raw_respawn_nsinit_sim': bench_respawn_nsinit,
 }
 
 

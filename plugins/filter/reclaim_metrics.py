@@ -19,7 +19,7 @@ description:
   - C(gpu_reclaim_last_run_timestamp_seconds), C(gpu_reclaim_last_run_success) (1 when the GPUs were proven
     free), C(gpu_reclaim_last_run_gpus_freed), C(gpu_reclaim_last_run_memory_reclaimed_bytes),
     C(gpu_reclaim_last_run_holders_released) (label C(signal)), C(gpu_reclaim_last_run_sources_stopped) (label
-    C(kind), one of C(systemd_unit), C(container), C(supervisor)) and C(gpu_reclaim_last_run_duration_seconds).
+    C(kind), one of C(systemd_unit), C(container), C(pod), C(parent)) and C(gpu_reclaim_last_run_duration_seconds).
 positional: _input, timestamp
 options:
   _input:

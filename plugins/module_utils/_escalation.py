@@ -124,8 +124,13 @@ except ImportError:  # pragma: no cover
     classify_device_path = scan_device_holders = fd_device_paths = maps_device_paths = None
     DEV_DIR, PROC_ROOT = '/dev', '/proc'
 
+from ._grace import SIGTERM_IGNORED, grace_case
 from ._guardian import FreezeLedger
-from ._protection import never_supervisor, protection_of
+from ._parents import KILL as PARENT_KILL
+from ._parents import REASON_RESPAWNED
+from ._parents import THAW as PARENT_THAW
+from ._parents import parent_verdict, respawned
+from ._protection import protection_of
 from ._visibility import NOT_VISIBLE, holds_device_node, in_initial_pid_namespace
 
 try:
@@ -272,8 +277,13 @@ class Scope:
     """What a run may touch. Build it with ``build_scope`` (validates)."""
 
     def __init__(self, gpus, users=None, match=None, systemd_units=None, containers=None,
-                 kinds=('compute',), on_shared_holder='release', euid=None, own_pids=()):
+                 kinds=('compute',), on_shared_holder='release', euid=None, own_pids=(), release_pods=False,
+                 pod_reason=None):
         self.gpus = sorted(set(int(index) for index in gpus))
+        # Holders of Kubernetes pods are skipped (kubelet restarts them) unless this is set.
+        self.release_pods = bool(release_pods)
+        # pod_reason(uid) -> why a pod's holder is skipped (the modules add its namespace and name).
+        self.pod_reason = pod_reason
         self.users = list(users or [])
         self.match = match
         self.systemd_units = list(systemd_units or [])
@@ -289,7 +299,8 @@ class Scope:
 
 
 def build_scope(gpus, users=None, match=None, systemd_units=None, containers=None,
-                kinds=None, on_shared_holder='release', euid=None, own_pids=()):
+                kinds=None, on_shared_holder='release', euid=None, own_pids=(), release_pods=False,
+                pod_reason=None):
     """Validate the filters and return a ``Scope``. ``gpus`` are resolved indices."""
     pattern = None
     if match is not None and match != '':
@@ -313,7 +324,8 @@ def build_scope(gpus, users=None, match=None, systemd_units=None, containers=Non
     return Scope(gpus, users=[str(u) for u in users or []], match=pattern,
                  systemd_units=[str(u) for u in systemd_units or []],
                  containers=[str(c) for c in containers or []], kinds=kinds,
-                 on_shared_holder=on_shared_holder, euid=euid, own_pids=own_pids)
+                 on_shared_holder=on_shared_holder, euid=euid, own_pids=own_pids, release_pods=release_pods,
+                 pod_reason=pod_reason)
 
 
 def own_lineage(pid=None):
@@ -452,10 +464,20 @@ def holder_verdict(record, scope, own_pids=()):
     elif record.get('state') in ('zombie', 'dead'):
         reason = 'already exited'
     else:
-        reason = filter_reason(record, scope) or _permission_reason(record, scope)
+        reason = filter_reason(record, scope) or _permission_reason(record, scope) or _pod_reason(record, scope)
     if reason:
         return SKIPPED, reason
     return TARGET, None
+
+
+def _pod_reason(record, scope):
+    """Why a holder of a Kubernetes pod is left alone (kubelet restarts it), or None."""
+    pod = (record.get('container') or {}).get('pod_uid')
+    if not pod or scope.release_pods:
+        return None
+    if scope.pod_reason is not None:
+        return scope.pod_reason(pod)
+    return 'managed by Kubernetes pod %s: drain the node' % pod
 
 
 def newcomer_verdict(record, scope, own_pids=()):
@@ -512,6 +534,7 @@ class Plan:
         self.skipped = []      # summaries with ``reason``
         self.shared = []       # summaries of targets that also hold other GPUs
         self.supervisors = []  # process summaries with ``children`` and ``reason``
+        self.parents = []      # every source parent (``_parents``): supervisors, and those only frozen or named
 
     @property
     def target_pids(self):
@@ -521,6 +544,11 @@ class Plan:
     def changes(self):
         """Whether running the plan would send a signal."""
         return bool(self.targets or self.supervisors)
+
+    @property
+    def frozen_parents(self):
+        """The source parents a run freezes first: supervisors, and parents only thawed afterwards."""
+        return [entry for entry in self.parents if entry['action'] in (PARENT_KILL, PARENT_THAW)]
 
 
 def plan_release(holders, scope, processes=None):
@@ -567,6 +595,11 @@ def plan_release(holders, scope, processes=None):
 
 
 def _plan_supervisors(plan, scope, processes, holder_pids):
+    """The parents of the targets that are sources (``_parents``).
+
+    Fills ``plan.parents`` (every source parent, with ``action``) and
+    returns the supervisors: the parents to freeze first and kill.
+    """
     target_pids = set(plan.target_pids)
     by_parent = {}
     for record in plan.targets:
@@ -576,19 +609,10 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
         process = processes.get(ppid)
         if not process or ppid in target_pids or ppid in holder_pids:
             continue
-        if ppid <= 2 or process.get('ppid') == 2 or ppid in scope.own_pids or process.get('is_self'):
+        verdict = parent_verdict(dict(process, pid=ppid), scope, target_pids, filter_reason, _permission_reason)
+        if verdict is None:
             continue
-        if process.get('protected') or never_supervisor(process):
-            continue
-        if not _user_matches(process, scope.users) or _permission_reason(process, scope):
-            continue
-        children = list(process.get('children') or [])
-        if scope.identifying_filters and filter_reason(process, scope) is None:
-            reason = 'parent of targeted holders, within the selected filters'
-        elif children and all(pid in target_pids for pid in children):
-            reason = 'parent whose children are all targeted holders: it could respawn them'
-        else:
-            continue
+        action, reason = verdict
         entry = {
             'pid': ppid,
             'ppid': process.get('ppid'),
@@ -599,7 +623,10 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
             'children': sorted(by_parent[ppid]),
             'reason': reason,
         }
-        supervisors.append(entry)
+        plan.parents.append(dict(entry, action=action, systemd_unit=process.get('systemd_unit'),
+                                 container=process.get('container')))
+        if action == PARENT_KILL:
+            supervisors.append(entry)
     return supervisors
 
 
@@ -672,6 +699,7 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
                 info['exe'] = proc.exe() or None
             except Exception:  # pylint: disable=broad-except
                 info['exe'] = None
+            info['tty'] = _tty_number(pid)
         info['children'] = [child for child in child_pids(pid)
                             if _safe_status(child) not in ('zombie', 'gone')]
     except Exception:  # pylint: disable=broad-except
@@ -692,6 +720,16 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
     except Exception:  # pylint: disable=broad-except
         pass
     return info
+
+
+def _tty_number(pid):
+    """The controlling terminal's device number (field 7 of /proc/PID/stat), or None: tells an interactive shell."""
+    try:
+        with open('/proc/%d/stat' % pid) as handle:
+            number = int(handle.read().rpartition(')')[2].split()[4])
+    except (OSError, ValueError, IndexError):
+        return None
+    return number or None
 
 
 def _safe_status(pid):
@@ -802,6 +840,13 @@ class ProcProber:
         except Exception:  # pylint: disable=broad-except
             return None
 
+    def grace_case(self, pid, signum):
+        """``(case, reason)`` when ``signum`` cannot reach ``pid``'s code (``_grace``), or None."""
+        try:
+            return grace_case(read_status(pid), signum)
+        except Exception:  # pylint: disable=broad-except
+            return None
+
     def descendants(self, pid):
         """``ProcessRef`` of every live descendant of ``pid``."""
         refs = []
@@ -867,6 +912,8 @@ SURVIVOR = 'survivor'
 REFUSED = 'denied'
 
 _STOPPED_STATES = ('stopped', 'tracing-stop')
+# Keys of a source parent that the ``supervisors`` list does not show.
+_PARENT_ONLY = ('action', 'systemd_unit', 'container')
 
 
 class _Target:
@@ -937,7 +984,7 @@ class Escalation:
                  clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
                  nvml_timeout=None, known_pids=(), baseline_mib=None,
                  threshold_mib=RELEASE_THRESHOLD_MIB, protection=None, own_pids=None,
-                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None):
+                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None, on_frozen=None):
         self.plan = plan
         self.ladder = ladder
         self.nvml = nvml
@@ -967,8 +1014,10 @@ class Escalation:
         self.baseline_mib = dict(baseline_mib or {})
         self.warnings = []
         self.sent = 0
+        self.on_frozen = on_frozen
         self.targets = {}
         self.supervisors = []
+        self.parents = []
         self.memory_after = {}
         self.pids_after = {}
         self.nvml_ok = nvml is not None
@@ -1006,10 +1055,18 @@ class Escalation:
             self.sent += 1
         return outcome
 
+    def _freeze(self, ref, describe=''):
+        """The one way a run stops a process (SIGSTOP): the ledger records it until it is thawed or killed."""
+        return self._signal(ref, signal.SIGSTOP, describe)
+
+    def _thaw(self, ref, describe=''):
+        """The one way a run thaws a process it froze (SIGCONT), through the ledger."""
+        return self._signal(ref, signal.SIGCONT, describe)
+
     def _thaw_left_frozen(self):
         """SIGCONT to whatever is still stopped: nothing frozen outlives the run."""
         thawed = [pid for pid, ref in sorted(self.ledger.frozen.items())
-                  if self._signal(ref, signal.SIGCONT, '(frozen by this run, never killed)') == SENT]
+                  if self._thaw(ref, '(frozen by this run, never killed)') == SENT]
         if thawed:
             self._warn('pid %s stayed frozen and was thawed at the end' % ', '.join(str(pid) for pid in thawed))
 
@@ -1053,20 +1110,29 @@ class Escalation:
         return False
 
     def _freeze_supervisors(self):
-        if not self.plan.supervisors:
-            return
+        """Freeze every source parent before anything else is signalled (``plan.frozen_parents``)."""
+        parents = list(getattr(self.plan, 'parents', None) or [])
+        if not parents:
+            parents = [dict(entry, action=PARENT_KILL) for entry in self.plan.supervisors]
         can_freeze = self._has_action(action=FREEZE)
-        for entry in self.plan.supervisors:
+        for entry in parents:
+            if entry['action'] not in (PARENT_KILL, PARENT_THAW):
+                self.parents.append(dict(entry, outcome='left alone'))
+                continue
             result = dict(entry, outcome='left alone')
-            self.supervisors.append(result)
+            self.parents.append(result)
+            if entry['action'] == PARENT_KILL:
+                self.supervisors.append(result)
             if not can_freeze:
                 result['outcome'] = 'left alone: the ladder has no freeze step'
                 continue
             ref = ProcessRef(entry['pid'], entry['create_time'])
-            outcome = self._signal(ref, signal.SIGSTOP, '(%s), supervisor of pid %s' % (
-                entry['title'], ', '.join(str(p) for p in entry['children'])))
+            outcome = self._freeze(ref, '(%s), %s of pid %s' % (
+                entry['title'], 'supervisor' if entry['action'] == PARENT_KILL else 'parent',
+                ', '.join(str(p) for p in entry['children'])))
             result['outcome'] = 'frozen' if outcome == SENT else outcome
-            result['_ref'] = ref
+            if outcome == SENT:
+                result['_ref'] = ref
 
     def _kill_supervisor(self, result):
         ref = result.pop('_ref', None)
@@ -1076,8 +1142,35 @@ class Escalation:
             outcome = self._signal(ref, signal.SIGKILL, '(%s), supervisor' % result['title'])
             result['outcome'] = 'frozen and killed' if outcome == SENT else 'frozen, then %s' % outcome
         else:
-            self._signal(ref, signal.SIGCONT, '(%s), supervisor' % result['title'])
+            self._thaw(ref, '(%s), supervisor' % result['title'])
             result['outcome'] = 'frozen, then thawed: the ladder has no SIGKILL step'
+
+    def _thaw_parent(self, result):
+        ref = result.pop('_ref', None)
+        if ref is None:
+            return
+        outcome = self._thaw(ref, '(%s), parent' % result['title'])
+        result['outcome'] = 'frozen, then thawed' if outcome == SENT else 'frozen, then %s' % outcome
+
+    def _end_parents(self):
+        """Once the holders are gone: kill the supervisors, thaw the other frozen parents."""
+        for result in self.parents:
+            if '_ref' not in result:
+                continue
+            if result['action'] == PARENT_KILL:
+                self._kill_supervisor(result)
+            else:
+                self._thaw_parent(result)
+
+    def _note_respawn(self, pid):
+        """A newcomer whose ancestor is a parent planned to be thawed: that parent is a respawner."""
+        ancestors = self.prober.ancestors(pid)
+        for result in self.parents:
+            if respawned(result, ancestors):
+                result['action'] = PARENT_KILL
+                result['reason'] = REASON_RESPAWNED
+                if result not in self.supervisors:
+                    self.supervisors.append(result)
 
     def _kill_supervisors_of(self, pid):
         for result in self.supervisors:
@@ -1131,7 +1224,7 @@ class Escalation:
         run's last deadline (``adoption_limit``) passes is killed as frozen so
         far, and a warning says so.
         """
-        outcome = self._signal(target.ref, signal.SIGSTOP, target.describe())
+        outcome = self._freeze(target.ref, target.describe())
         if outcome in (GONE, ZOMBIE, REUSED):
             return outcome
         if outcome == DENIED:
@@ -1149,7 +1242,7 @@ class Escalation:
             for ref in fresh:
                 if self._now() >= self.adoption_limit:
                     break
-                if self._signal(ref, signal.SIGSTOP, '(descendant of pid %d)' % target.pid) == SENT:
+                if self._freeze(ref, '(descendant of pid %d)' % target.pid) == SENT:
                     target.tree[ref.pid] = ref
         return SENT
 
@@ -1168,16 +1261,24 @@ class Escalation:
     # -- one target, one step ----------------------------------------------
 
     def _pointless(self, target, step):
-        """Why ``step`` cannot work on ``target`` (so its wait is skipped), or None."""
+        """``(case, reason)`` when ``step`` cannot work on ``target`` (its wait is skipped), or None.
+
+        ``case`` is a stable name: ``stopped``, ``sigterm-ignored`` (or
+        ``<signal>-ignored``), ``namespace-init-without-handler`` (see
+        ``_grace``).
+        """
         if step['signum'] == signal.SIGKILL:
             return None
         if target.state in _STOPPED_STATES:
-            return 'stopped'
+            return 'stopped', 'stopped'
         if step['signum'] == signal.SIGTERM and target.record.get('sigterm_ignored'):
-            return 'ignores SIGTERM'
+            return SIGTERM_IGNORED, 'ignores SIGTERM'
+        probe = getattr(self.prober, 'grace_case', None)
+        if probe is not None:
+            return probe(target.pid, step['signum'])
         ignored = self.prober.ignored_signals(target.pid)
         if ignored and step['signum'] in ignored:
-            return 'ignores %s' % step['signal']
+            return ('%s-ignored' % step['signal'].lower(), 'ignores %s' % step['signal'])
         return None
 
     def _advance(self, target, now):
@@ -1202,10 +1303,11 @@ class Escalation:
                     return
                 target.position += 1
                 continue
-            why = self._pointless(target, step)
-            if why:
+            pointless = self._pointless(target, step)
+            if pointless:
+                case, why = pointless
                 self._step_log(target.position, now, skipped={'pid': target.pid, 'reason': why})
-                target.skipped_steps.append({'signal': step['signal'], 'reason': why})
+                target.skipped_steps.append({'signal': step['signal'], 'reason': why, 'case': case})
                 target.position += 1
                 continue
             if step['signum'] == signal.SIGKILL:
@@ -1400,10 +1502,12 @@ class Escalation:
         why = 'appeared during the release, after pid %s was signalled' % ', '.join(
             str(o.pid) for o in origins if o.signalled)
         for index in skipped:
-            target.skipped_steps.append({'signal': self.ladder[index]['signal'], 'reason': why})
+            target.skipped_steps.append({'signal': self.ladder[index]['signal'], 'reason': why,
+                                         'case': 'appeared-after-signal'})
             self._step_log(index, now, skipped={'pid': pid, 'reason': why})
         self.targets[pid] = target
         self.plan.targets.append(record)
+        self._note_respawn(pid)
         if self.log is not None:
             self.log('pid %d (%s) appeared on %s during the release (origin: pid %s); adopted at step %s' % (
                 pid, record.get('title') or record.get('name'), where,
@@ -1503,6 +1607,10 @@ class Escalation:
         try:
             self._freeze_supervisors()
             freeze_supervisors_done = self._now()
+            if self.on_frozen is not None:
+                # What must happen while the parents are frozen and before any holder is signalled
+                # (the modules stop the sources' units and containers here).
+                self.on_frozen()
             while True:
                 now = self._now()
                 self._observe(now)
@@ -1513,9 +1621,7 @@ class Escalation:
                 delay = self._next_wake(now) - self._now()
                 if delay > 0:
                     self.sleep(delay)
-            for result in self.supervisors:
-                if '_ref' in result:
-                    self._kill_supervisor(result)
+            self._end_parents()
         finally:
             # Normal end or exception alike; the module's death is the guardian's.
             self._thaw_left_frozen()
@@ -1578,9 +1684,10 @@ class Escalation:
             if not ok and index not in alive_on:
                 stuck.append({'index': index, 'memory_used_mib': self.memory_after.get(index), 'reason': why})
         steps = []
-        if self.supervisors:
+        frozen_parents = [entry['pid'] for entry in self.parents if entry['action'] in (PARENT_KILL, PARENT_THAW)]
+        if frozen_parents:
             steps.append({'name': 'freeze supervisors', 'signal': 'SIGSTOP',
-                          'pids': [entry['pid'] for entry in self.supervisors],
+                          'pids': frozen_parents,
                           'started_at': 0.0, 'seconds': round(freeze_supervisors_done, 3), 'skipped': []})
         for entry in self._steps:
             if entry['started_at'] is None:
@@ -1595,8 +1702,9 @@ class Escalation:
             'released': released,
             'survivors': survivors,
             'stuck_gpus': stuck,
-            'supervisors': [dict((k, v) for k, v in entry.items() if not k.startswith('_'))
+            'supervisors': [dict((k, v) for k, v in entry.items() if not k.startswith('_') and k not in _PARENT_ONLY)
                             for entry in self.supervisors],
+            'parents': [dict((k, v) for k, v in entry.items() if not k.startswith('_')) for entry in self.parents],
             'steps': steps,
             'memory_after': dict(self.memory_after) if self.nvml_ok or self.memory_after else {},
             'nvml_used': self.nvml_ok,
@@ -1688,8 +1796,11 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
                         for record in plan.targets]
         supervisors = [dict(entry, outcome='would be frozen and killed' if check_mode else 'left alone')
                        for entry in plan.supervisors]
+        planned = {PARENT_KILL: 'would be frozen and killed', PARENT_THAW: 'would be frozen, then thawed'}
+        parents = [dict(entry, outcome=planned.get(entry['action'], 'left alone') if check_mode else 'left alone')
+                   for entry in getattr(plan, 'parents', [])]
         outcome = {'changed': False, 'released': released, 'survivors': [], 'stuck_gpus': [],
-                   'supervisors': supervisors, 'steps': [], 'warnings': []}
+                   'supervisors': supervisors, 'parents': parents, 'steps': [], 'warnings': []}
         changed = plan.changes if check_mode else False
     else:
         changed = outcome['changed']
@@ -1706,6 +1817,7 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         'survivors': outcome['survivors'],
         'stuck_gpus': outcome['stuck_gpus'],
         'supervisors': outcome['supervisors'],
+        'parents': outcome.get('parents') or [],
         'gpus': gpu_results,
         'steps': outcome['steps'],
         'elapsed_seconds': round(elapsed, 3),

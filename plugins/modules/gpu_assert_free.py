@@ -26,6 +26,7 @@ description:
   - The next step in the message is to run M(gpuops.reclaim.gpu_reclaim) when holders are left; and a GPU reset
     or a reboot when a holder is in state D (it cannot be killed) or when memory is held with no holder (a
     stuck context).
+  - With O(settle_seconds), the GPUs must then stay free for that long; see O(settle_seconds).
   - This module only reads. It never signals a process.
 author:
   - gpuops.reclaim contributors (@gpuops)
@@ -78,6 +79,18 @@ options:
       - Seconds between two looks while waiting, from 0.005 to 5. A boolean is an error.
     type: raw
     default: 0.05
+  settle_seconds:
+    description:
+      - Once the GPUs first read free, how long they must stay free, from 0 to 600 seconds. V(0) proves one
+        instant only.
+      - "During the window the module keeps looking every O(poll_interval) seconds at the memory, the NVML
+        process lists and the processes that hold a GPU's device node. A holder that appears (a respawning
+        parent, a C(Restart=) unit, a container restart policy or kubelet bringing one back), or a process that
+        newly opens a device node (unless it is protected, this module, or named in O(allow)), fails the proof
+        at once. The message names the holder, its parent, its unit, container or pod, and the next step."
+      - A boolean is an error.
+    type: raw
+    default: 0.0
   require_nvml:
     description:
       - Without NVML, memory cannot be read, so freedom cannot be proven. V(true) fails the task then, saying why.
@@ -197,6 +210,17 @@ holders:
       gpus: [5]
       kind: compute
       orphaned: true
+time_to_free_seconds:
+  description: Seconds from the start until the GPUs first read free, or V(null) when they never did.
+  returned: always
+  type: float
+  sample: 0.12
+settle_seconds_observed:
+  description: Seconds the GPUs were watched after they first read free (the settle window, or less when a holder
+    came back and ended it). V(0) without O(settle_seconds).
+  returned: always
+  type: float
+  sample: 2.01
 nvml_available:
   description: Whether NVML could be used.
   returned: always
@@ -235,11 +259,25 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
     check_limits,
     wait_until_free,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._procfs import read_stat
+from ansible_collections.gpuops.reclaim.plugins.module_utils._settle import (
+    SettleError,
+    check_settle_seconds,
+    settle,
+)
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,
     resolve_gpus,
 )
+
+
+def parent_title(pid):
+    """A parent's command name, from /proc/PID/stat (which never blocks behind the process's memory map)."""
+    try:
+        return read_stat(pid)['comm'] if pid else None
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def main():
@@ -249,6 +287,7 @@ def main():
         allow=dict(type='list', elements='str', default=[]),
         timeout_seconds=seconds_spec(0.0),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
+        settle_seconds=seconds_spec(0.0),
     )
     argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
     argument_spec.update(NVML_ARGUMENT_SPEC)
@@ -261,7 +300,7 @@ def main():
     if module.params['require_nvml'] and not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR, uid=os.geteuid())
     params = module.params
-    error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout'))
+    error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout', 'settle_seconds'))
     if error:
         module.fail_json(msg=error)
     error = check_timeout(params['nvml_timeout'])
@@ -270,7 +309,8 @@ def main():
     try:
         check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
                      params['poll_interval'])
-    except ProofError as exc:
+        check_settle_seconds(params['settle_seconds'])
+    except (ProofError, SettleError) as exc:
         module.fail_json(msg=str(exc))
 
     session = NvmlSession(timeout=params['nvml_timeout'])
@@ -281,6 +321,7 @@ def main():
                 module.fail_json(msg='Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is '
                                      'true. Set require_nvml: false to accept the /proc view alone.' % view.error,
                                  free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0,
+                                 time_to_free_seconds=None, settle_seconds_observed=0.0,
                                  uid=os.geteuid())
             module.warn('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a '
                         '/dev/nvidiaN node open are seen.' % view.error)
@@ -288,7 +329,8 @@ def main():
             indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
         except SelectorError as exc:
             module.fail_json(msg=str(exc), free=False, nvml_available=view.available, gpus=[], holders=[],
-                             waited_seconds=0.0)
+                             waited_seconds=0.0, time_to_free_seconds=None, settle_seconds_observed=0.0,
+                             uid=os.geteuid())
 
         state = {'view': view, 'warnings': []}
 
@@ -304,6 +346,7 @@ def main():
             for warning in snapshot.warnings:
                 if warning not in state['warnings']:
                     state['warnings'].append(warning)
+            state['holders'] = snapshot.holders
             # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
             return snapshot.gpus, snapshot.holders, view.available or current.available
 
@@ -311,6 +354,18 @@ def main():
                                   poll_interval=params['poll_interval'], selected=indices,
                                   max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
                                   allow=params['allow'])
+        time_to_free = verdict['waited_seconds'] if verdict['free'] else None
+        settled = None
+        if verdict['free'] and params['settle_seconds'] > 0:
+            settled = settle(probe, [h['pid'] for h in state.get('holders') or []], params['settle_seconds'],
+                             params['poll_interval'], selected=indices, allow=params['allow'],
+                             parent_title=parent_title, max_used_mib=params['max_used_mib'],
+                             max_used_percent=params['max_used_percent'])
+            if not settled['free']:
+                verdict = dict(settled['verdict'], free=False, holders=settled['holders'],
+                               waited_seconds=verdict['waited_seconds'],
+                               lines=['The GPUs read free after %.2f s, then did not stay free for %g s:'
+                                      % (verdict['waited_seconds'], params['settle_seconds'])] + settled['lines'])
     finally:
         session.close()
 
@@ -322,6 +377,8 @@ def main():
         gpus=verdict['gpus'],
         holders=verdict['holders'],
         waited_seconds=verdict['waited_seconds'],
+        time_to_free_seconds=time_to_free,
+        settle_seconds_observed=settled['observed_seconds'] if settled else 0.0,
         nvml_available=view.available,
         uid=os.geteuid(),
     )
@@ -331,6 +388,8 @@ def main():
         len(verdict['gpus']), '' if len(verdict['gpus']) == 1 else 's',
         ', '.join(str(g['index']) for g in verdict['gpus']) or 'none',
         ' after %.2f s' % verdict['waited_seconds'] if verdict['waited_seconds'] else '')
+    if settled:
+        result['msg'] += ', and stayed free for %.2f s' % settled['observed_seconds']
     module.exit_json(**result)
 
 

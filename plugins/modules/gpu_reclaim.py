@@ -53,12 +53,32 @@ description:
     signalled, and is returned in RV(survivors), which fails the task. No wait of an adopted holder ends later
     than 0.5 s after the sum of the ladder's waits, so the release takes at most O(grace_seconds) plus
     O(kill_seconds) plus 0.5 s with the default ladder, whatever appears."
-  - "Supervisors: the parent of a targeted holder is frozen before anything else is signalled, and killed with
-    the holders, when it is not PID 1, a kernel thread, this module or an ancestor, protected, itself a holder, a
-    shell, init system, session manager or container runtime, passes O(users), may be signalled by this user,
-    and either matches every filter among O(match), O(systemd_units) and O(containers) that is given, or is a
-    plain process whose live children are all targeted holders (a respawning parent). They are returned in
-    RV(supervisors) with the reason."
+  - "Supervisors: the source parents (see below) that are frozen first and killed with the holders, because their
+    live children are all targeted holders (a respawning parent, a shell loop included), or because they match every
+    filter among O(match), O(systemd_units) and O(containers) that is given. They are returned in RV(supervisors)
+    with the reason, and in RV(sources) with every other source."
+  - "Sources: what could start a released holder again is found and returned in RV(sources). A parent that is
+    not PID 1, an init system, a container runtime or shim, a session process (sshd, login, su, sudo, tmux,
+    screen), protected, or this module or an ancestor, is frozen (SIGSTOP) before the first signal to its
+    children, shells included. Once its holder children are gone it is killed when it is a respawner (its live
+    children were all targets, or it started a new holder during the release) and thawed (SIGCONT) otherwise.
+    An interactive shell on a terminal is always thawed, never killed. A parent outside O(users), O(match),
+    O(systemd_units), O(containers) or this user's permission is never signalled, only named."
+  - "The system manager's C(.service) that owns a targeted holder and is still active, activating or waiting to
+    auto-restart is stopped through systemd (C(systemctl stop --no-block)) while the parents are frozen and
+    before any holder is signalled, so that C(Restart=) cannot bring the holder back. Never a login session's
+    scope, C(user@.service) or anything under it, or a unit of this module's own lineage. A docker, podman or
+    containerd (C(nerdctl)) container with a restart policy is stopped through its runtime, never the one this
+    module runs in. A unit or container outside O(systemd_units) or O(containers) is only named."
+  - "Holders in a Kubernetes pod are skipped by default with the reason C(managed by Kubernetes pod UID: drain
+    the node), with the pod's namespace and name where C(/var/log/pods) tells them: kubelet restarts them
+    whatever is done on the host. O(release_pods) releases them anyway, and RV(sources) says that kubelet will
+    restart them."
+  - "Whatever this module freezes is thawed or killed before it returns, on every path: success, failure, a
+    deadline or an exception."
+  - "A holder that cannot act on SIGTERM gets no grace: it ignores it (C(SigIgn)), or it is the init of a PID
+    namespace other than the host's (the last C(NSpid) value is 1) without a SIGTERM handler (C(SigCgt)), whose
+    SIGTERM from outside the kernel drops. C(skipped_steps) says which case applied."
   - Every signal is logged through the module's logging, so it reaches the host's syslog or journal.
   - "What cannot be released is reported, not waited on forever: a holder still alive after the last step of the
     ladder (typically in state D inside the driver), or memory still used after every holder is gone (a stuck
@@ -173,6 +193,13 @@ options:
       - Seconds between two looks at NVML and C(/proc) while waiting, from 0.005 to 5. A boolean is an error.
     type: raw
     default: 0.05
+  release_pods:
+    description:
+      - Release holders that run in a Kubernetes pod. Kubelet restarts a pod's containers whatever is done on the
+        host, so by default they are skipped with a reason that tells to drain the node. Even when set, the pod
+        is returned in RV(sources) with a reason saying that kubelet will restart it.
+    type: bool
+    default: false
   fail_on_survivors:
     description:
       - Whether survivors and GPUs with a stuck context fail the task. With V(false) they are returned in
@@ -312,10 +339,11 @@ released:
       type: bool
       sample: false
     skipped_steps:
-      description: Ladder steps skipped for it, with the reason (for example C(ignores SIGTERM)).
+      description: Ladder steps skipped for it, with the reason (for example C(ignores SIGTERM)) and C(case), one
+        of V(sigterm-ignored), V(namespace-init-without-handler), V(stopped) or V(appeared-after-signal).
       type: list
       elements: dict
-      sample: [{"signal": "SIGTERM", "reason": "ignores SIGTERM"}]
+      sample: [{"signal": "SIGTERM", "reason": "ignores SIGTERM", "case": "sigterm-ignored"}]
     descendants_killed:
       description: PIDs of its descendants frozen and killed with it. In check mode, the descendants that the
         freeze and SIGKILL steps would take with it, judged as the real run judges them (a holder that exits on
@@ -428,6 +456,37 @@ supervisors:
       children: [4001]
       reason: "parent whose children are all targeted holders: it could respawn them"
       outcome: frozen and killed
+sources:
+  description:
+    - What could start a released holder again, and what was done about it. C(kind) is V(parent), V(systemd),
+      V(container) or V(pod); C(pid) is the parent's (or the unit's main) process, C(title) its command line,
+      C(unit), C(container) and C(pod) where they apply, C(holder_pids) the holders it owns.
+    - "C(action) is V(frozen and killed), V(frozen, then thawed), V(stopped), V(stop failed: ...), V(left alone),
+      or in check mode V(would be frozen and killed), V(would be frozen, then thawed), V(would be stopped).
+      C(reason) says why."
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - kind: parent
+      pid: 4000
+      title: "bash -c while true; do python3 worker.py; done"
+      unit: null
+      container: null
+      pod: null
+      holder_pids: [4001]
+      action: frozen and killed
+      reason: "parent whose children are all targeted holders: it could respawn them"
+    - kind: systemd
+      pid: 3990
+      title: null
+      unit: trainer.service
+      container: null
+      pod: null
+      holder_pids: [4001]
+      action: stopped
+      reason: "active/running (Restart=always) owns the holders: stopped through systemd so that it cannot start
+        them again"
 gpus:
   description: Per selected GPU, memory before and after. C(memory_used_mib_after) is V(null) when NVML was
     not polled (no NVML, or check mode with nothing to do keeps the value before).
@@ -552,6 +611,49 @@ def known_units(module, patterns):
     return names
 
 
+from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import (
+    RUNTIME_CLIS,
+    find_sources,
+    leftover_lines,
+    parent_entries,
+    planned_actions,
+    pod_entries,
+    pod_reason,
+    stop_sources,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
+    filter_reason,
+)
+
+# A systemctl or container runtime call that takes longer than this (a wedged
+# PID 1 or daemon) is cut short; a container stop gets its grace on top.
+COMMAND_TIMEOUT = 30
+
+
+def command_runner(module, extra_seconds=0):
+    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed."""
+    timeout = module.get_bin_path('timeout')
+
+    def run(argv):
+        seconds = COMMAND_TIMEOUT + int(extra_seconds)
+        bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
+        rc, out, err = module.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+        if timeout and rc in (124, 137):
+            return rc, out, '%s did not answer within %d s' % (' '.join(argv), seconds)
+        return rc, out, err
+    return run
+
+
+def read_cgroup_text(pid):
+    with open('/proc/%d/cgroup' % pid) as handle:
+        return handle.read()
+
+
+def container_matches(record, selectors):
+    scope = build_scope([], containers=selectors)
+    return filter_reason(record, scope) is None
+
+
 def main():
     argument_spec = dict(
         users=dict(type='list', elements='str', default=[]),
@@ -565,6 +667,7 @@ def main():
         ladder=dict(type='list', elements='dict'),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         fail_on_survivors=dict(type='bool', default=True),
+        release_pods=dict(type='bool', default=False),
     )
     argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
     argument_spec.update(NVML_ARGUMENT_SPEC)
@@ -622,7 +725,8 @@ def main():
         scope = build_scope(indices, users=params['users'], match=params['match'],
                             systemd_units=params['systemd_units'], containers=params['containers'],
                             kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
-                            euid=os.geteuid(), own_pids=own)
+                            euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
+                            pod_reason=pod_reason)
 
         def protected(info):
             return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
@@ -634,11 +738,20 @@ def main():
         except SharedHolderError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
+        run = command_runner(module, extra_seconds=max(ladder_step['wait'] for ladder_step in ladder))
+        runtimes = dict((runtime, cli if module.get_bin_path(cli) else None) for runtime, cli in RUNTIME_CLIS.items())
+        sources = find_sources(plan.targets, read_cgroup_text, run, scope_units=params['systemd_units'],
+                               scope_containers=params['containers'], container_matches=container_matches,
+                               own_pids=own, runtimes=runtimes)
+        for warning in sources.warnings:
+            module.warn(warning)
+
         outcome = None
         predicted_trees = None
         if plan.changes:
             escalation = Escalation(
                 plan, ladder, nvml=session if view.available else None, log=module.log,
+                on_frozen=lambda: stop_sources(sources, run, stop_seconds=params['grace_seconds']),
                 poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
                 known_pids=[h['pid'] for h in snapshot.holders],
                 baseline_mib=baseline_memory(snapshot.holders, plan),
@@ -655,8 +768,17 @@ def main():
     finally:
         session.close()
 
+    if outcome is None:
+        planned_actions(sources, module.check_mode)
     result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=module.check_mode,
                           elapsed=time.monotonic() - started, predicted_trees=predicted_trees)
+    result['sources'] = (parent_entries(result.pop('parents')) + sources.entries
+                         + (pod_entries(plan.targets) if params['release_pods'] else []))
+    if any(item['action'] == 'stopped' for item in sources.entries):
+        result['changed'] = True
+    leftovers = leftover_lines(result['sources'])
+    if leftovers:
+        result['msg'] += '\n' + '\n'.join(['Sources that can start a holder again:'] + leftovers)
     result['nvml_available'] = view.available
     result['filter_warnings'] = scope_warnings
     failed = result.pop('failed_release') and params['fail_on_survivors']

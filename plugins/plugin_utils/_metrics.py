@@ -13,12 +13,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import FREE, MIB, host_outcome
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import FREE, MIB, SOURCE_KINDS, host_outcome
 
 PREFIX = 'gpu_reclaim_last_run_'
 # Always written, so that a dashboard finds each series even after a run that signalled nothing.
 SIGNALS = ('SIGTERM', 'SIGKILL')
-SOURCE_KINDS = ('systemd_unit', 'container', 'supervisor')
 
 HELP = {
     'timestamp_seconds': 'Unix time at which the last gpu_reclaim run on this host ended.',

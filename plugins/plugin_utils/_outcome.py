@@ -24,8 +24,12 @@ FAILED = 'failed'
 # Check mode, or a run that stopped before its proof: nothing was proven.
 UNPROVEN = 'unproven'
 
-# gpu_reclaim's outcome for a supervisor it stopped.
+# gpu_reclaim's outcome for a supervisor it stopped, and its actions on a source that stop it.
 SUPERVISOR_KILLED = 'frozen and killed'
+SOURCE_STOPPED_ACTIONS = ('frozen and killed', 'stopped')
+# The kinds of source, as counted here, from gpu_reclaim's source kinds.
+SOURCE_KINDS = ('systemd_unit', 'container', 'pod', 'parent')
+SOURCE_KIND_NAMES = {'systemd': 'systemd_unit', 'container': 'container', 'pod': 'pod', 'parent': 'parent'}
 
 NO_RESULT = ('no result: the role stopped on this host before its first look at the GPUs '
              '(unreachable, or a task failed); see its tasks above')
@@ -70,17 +74,27 @@ def released_by_signal(released):
 
 
 def sources_stopped(summary):
-    """{kind: count} of what would have brought holders back and was stopped."""
+    """{kind: count} of what would have brought holders back and was stopped.
+
+    The role's stop stage (``stopped_units``, ``stopped_containers``) and the release's ``sources``: a unit,
+    container or pod it stopped, a respawning parent it froze and killed. Without ``sources`` (an older
+    release), the killed ``supervisors`` count as parents.
+    """
+    counts = dict((kind, 0) for kind in SOURCE_KINDS)
     if summary.get('check_mode'):
         # Nothing is stopped in check mode.
-        return {'systemd_unit': 0, 'container': 0, 'supervisor': 0}
-    return {
-        'systemd_unit': len(summary.get('stopped_units') or []),
-        'container': len(summary.get('stopped_containers') or []),
-        # The release freezes a respawning parent and kills it with its children.
-        'supervisor': sum(1 for supervisor in summary.get('supervisors') or []
-                          if supervisor.get('outcome') == SUPERVISOR_KILLED),
-    }
+        return counts
+    counts['systemd_unit'] = len(summary.get('stopped_units') or [])
+    counts['container'] = len(summary.get('stopped_containers') or [])
+    if 'sources' in summary:
+        for source in summary.get('sources') or []:
+            kind = SOURCE_KIND_NAMES.get(source.get('kind'))
+            if kind and source.get('action') in SOURCE_STOPPED_ACTIONS:
+                counts[kind] += 1
+    else:
+        counts['parent'] = sum(1 for supervisor in summary.get('supervisors') or []
+                               if supervisor.get('outcome') == SUPERVISOR_KILLED)
+    return counts
 
 
 def host_outcome(host, summary):
@@ -95,7 +109,7 @@ def host_outcome(host, summary):
         return {
             'host': host, 'state': FAILED, 'why': NO_RESULT, 'check_mode': False, 'gpus': 0, 'gpus_freed': 0,
             'memory_reclaimed_mib': 0, 'released': 0, 'released_by_signal': {},
-            'sources_stopped': {'systemd_unit': 0, 'container': 0, 'supervisor': 0}, 'duration_seconds': None,
+            'sources_stopped': dict((kind, 0) for kind in SOURCE_KINDS), 'duration_seconds': None,
         }
     rows = summary.get('gpus') or []
     max_used_mib = summary.get('max_used_mib', 0) or 0

@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -59,6 +60,9 @@ DEPLOYMENT = os.path.join(HERE, 'deployment.py')
 PROBE = os.path.join(HERE, 'nvml_probe.py')
 PLAYBOOK = 'playbooks/reclaim.yml'
 PATHS = ('module', 'raw', 'oneliner')
+SCENARIOS = ('plain', 'sources')
+# With --scenario sources, the one-liner is not run: it has no answer to a respawner.
+SOURCES_PATHS = ('module', 'raw')
 
 # For every process the harness starts, whatever the GPU count: multicast over
 # NVLink stays off (NCCL, PyTorch symmetric memory, NVSHMEM).
@@ -213,6 +217,8 @@ class Harness:
         self.monitor_exe = None
         self.monitor_env = None
         self.started = time.time()
+        # Stand-in device nodes instead of CUDA (the harness's own offline tests only).
+        self.simulate = None
 
     # -- child processes -------------------------------------------------------
 
@@ -432,7 +438,7 @@ class Harness:
         parent.wait()
         return run_dir, records, monitor_record
 
-    def check_held(self, what):
+    def check_held(self, what, indices=None):
         """Right before a path acts: NVML shows the workers' memory on every GPU (read
         in a child process), and no process the harness did not start holds a GPU,
         since the module and the one-liner would signal it."""
@@ -444,6 +450,8 @@ class Harness:
                                    '%d (%s)' % (r['pid'], r.get('name')) for r in listing['foreign'])))
         want = self.args.gib * 1024 * 0.9
         for gpu in snapshot.get('gpus', []):
+            if indices is not None and gpu['index'] not in indices:
+                continue
             if gpu['memory_used_mib'] < want:
                 raise HarnessError('%s: GPU %d shows %d MiB used, expected at least %d'
                                    % (what, gpu['index'], gpu['memory_used_mib'], want))
@@ -682,12 +690,161 @@ class Harness:
         self.finish(label)
         return run
 
+    # -- the sources scenario: what brings a holder back ---------------------------
+
+    def sources_gpus(self):
+        """The GPUs the sources scenario loads: the first and the last."""
+        return set([self.gpu_indices[0], self.gpu_indices[-1]])
+
+    def deploy_sources(self, label):
+        """A worker respawned by a shell loop, and a worker that is PID 1 of its own PID namespace with no
+        SIGTERM handler (unshare --pid --fork --mount-proc: without --mount-proc CUDA fails with error 304).
+        With one GPU both share it, each with half of --gib. Returns the run dir, the records (host pids) and
+        the two processes the harness started."""
+        run_dir = os.path.join(self.work, label)
+        os.makedirs(run_dir)
+        first, last = self.gpu_indices[0], self.gpu_indices[-1]
+        gib = self.args.gib if first != last else self.args.gib / 2
+        worker = [self.python, DEPLOYMENT, 'worker', '--run-dir', run_dir, '--gib', str(gib)]
+        if self.simulate:
+            worker += ['--simulate', self.simulate]
+        loop = 'while true; do %s --tp 0 --gpu %d --name respawned; sleep 0.5; done' % (
+            ' '.join(shlex.quote(word) for word in worker), first)
+        with self.logfile(label) as out:
+            respawner = subprocess.Popen(['bash', '-c', loop], env=self.env(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.owned.add(respawner.pid, label='respawn loop')
+            unshare = subprocess.Popen(['unshare', '--pid', '--fork', '--mount-proc'] + worker
+                                       + ['--tp', '1', '--gpu', str(last), '--default-term', '--name', 'nsinit'],
+                                       env=self.env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+            self.owned.add(unshare.pid, label='unshare')
+        self.children += [respawner, unshare]
+        ready = os.path.join(run_dir, 'ready')
+        wait_for_files([os.path.join(ready, 'respawned.json'), os.path.join(ready, 'nsinit.json')],
+                       self.args.ready_timeout + 30, [(respawner, 'the respawn loop'), (unshare, 'the namespace init')],
+                       os.path.join(run_dir, 'failed'))
+        records = {'respawned': read_json(os.path.join(ready, 'respawned.json'))}
+        nsinit = read_json(os.path.join(ready, 'nsinit.json'))
+        # Its ready file holds its pid inside its namespace (1): the host pid is found from outside.
+        mapping = procs.ns_pid_map(unshare.pid)
+        if nsinit['pid'] not in mapping:
+            raise HarnessError('%s: the namespace init is not found below unshare (pid %d): %s'
+                               % (label, unshare.pid, mapping))
+        nsinit['ns_pid'], nsinit['pid'] = nsinit['pid'], mapping[nsinit['pid']]
+        records['nsinit'] = nsinit
+        for record in records.values():
+            self.owned.add(record['pid'], record['create_time'], label=record['title'])
+        return run_dir, records, respawner, unshare
+
+    def play(self, label, variables, timing_file=None):
+        """ansible-playbook with the installed playbook; returns (rc, seconds, output)."""
+        command = [self.python, '-m', 'ansible.cli.playbook', '-i', self.inventory,
+                   os.path.join(self.installed, PLAYBOOK), '-e', '@' + variables]
+        log_path = os.path.join(self.work, label + '.log')
+        with open(log_path, 'ab') as out:
+            started = time.time()
+            proc = subprocess.run(command, env=self.ansible_env(GPU_TIMING_FILE=timing_file or os.devnull),
+                                  stdout=out, stderr=subprocess.STDOUT, cwd=self.work, timeout=300, check=False)
+            seconds = time.time() - started
+        with open(log_path) as handle:
+            return proc.returncode, seconds, handle.read()
+
+    def run_sources_module(self, repetition):
+        label = 'sources-module-%d' % repetition
+        run_dir, records, respawner, unshare = self.deploy_sources(label)
+        self.check_held(label, self.sources_gpus())
+        report_dir = os.path.join(run_dir, 'report')
+        os.makedirs(report_dir)
+        timing_file = os.path.join(run_dir, 'timing.jsonl')
+        variables = os.path.join(run_dir, 'vars.json')
+        with open(variables, 'w') as handle:
+            json.dump({'target': 'localhost', 'gpu_reclaim_grace_seconds': self.args.grace,
+                       'gpu_reclaim_poll_interval': self.args.poll_interval,
+                       'gpu_reclaim_max_used_mib': self.args.threshold_mib, 'gpu_reclaim_allow_reset': False,
+                       'gpu_reclaim_settle_seconds': self.args.settle, 'gpu_reclaim_report_dir': report_dir}, handle)
+        before = procs.foreign_processes(self.owned)
+        rc, wall, dummy = self.play(label + '-playbook', variables, timing_file)
+        # Still free a few seconds later: nothing was left to bring a holder back.
+        time.sleep(self.args.stay_free)
+        later = self.probe('snapshot')
+        free_later = all(gpu['memory_used_mib'] <= self.args.threshold_mib and not gpu['pids']
+                         for gpu in later.get('gpus', []))
+        again_rc, dummy, again_output = self.play(label + '-again', variables)
+        again = procs.recap_counts(again_output)
+        gone = procs.disappeared(before)
+        stopped = procs.stopped_processes()
+        timing = parse_timing(timing_file)
+        module_result = timing.get('release_result') or {}
+        sources = [item for item in module_result.get('sources', []) if isinstance(item, dict)]
+        by_pid = dict((item.get('pid'), item) for item in module_result.get('released', []) if isinstance(item, dict))
+        nsinit_cases = [step.get('case') for step in (by_pid.get(records['nsinit']['pid']) or {}).get('skipped_steps', [])]
+        loop_actions = [item.get('action') for item in sources if item.get('pid') == respawner.pid]
+        run = {
+            'repetition': repetition,
+            'playbook_rc': rc,
+            'playbook_wall_s': round(wall, 4),
+            'module_elapsed_s': module_seconds(module_result),
+            'time_to_free_s': None,
+            'free_after_%gs' % self.args.stay_free: free_later,
+            'gpus_later': later.get('gpus'),
+            'second_run': again,
+            'second_run_rc': again_rc,
+            'foreign_killed': len(gone),
+            'foreign_disappeared': gone,
+            'left_stopped': stopped,
+            'sources': sources,
+            'nsinit_skipped_cases': nsinit_cases,
+            'killed': [record['title'] for record in records.values()
+                       if not procs.same_process(record['pid'], record['create_time'])
+                       or procs.is_zombie(record['pid'])],
+            'module_result': _trim(module_result),
+        }
+        self.runs['module'].append(run)
+        self.check('%s: playbook succeeded' % label, rc == 0, 'rc %d, log %s-playbook.log' % (rc, label))
+        self.check('%s: GPUs still free %g s after the playbook' % (label, self.args.stay_free), free_later,
+                   later.get('gpus'))
+        self.check('%s: the second run is changed=0' % label, again_rc == 0 and again.get('changed') == 0,
+                   {'rc': again_rc, 'recap': again})
+        self.check('%s: no process the harness did not start disappeared' % label, not gone, gone)
+        self.check('%s: no process left stopped' % label, not stopped, stopped)
+        self.check('%s: the respawn loop was frozen and killed' % label, loop_actions == ['frozen and killed'],
+                   sources)
+        self.check('%s: the namespace init got no grace' % label,
+                   nsinit_cases == ['namespace-init-without-handler'], by_pid.get(records['nsinit']['pid']))
+        self.finish(label)
+        return run
+
+    def run_sources_raw(self, repetition):
+        label = 'sources-raw-%d' % repetition
+        dummy, records, respawner, unshare = self.deploy_sources(label)
+        self.check_held(label, self.sources_gpus())
+        command = [self.python, PROBE, 'raw', '--now', '--threshold-mib', str(self.args.threshold_mib), '--interval',
+                   str(self.args.poll_interval), '--grace', str(self.args.grace), '--timeout', '120',
+                   '--respawner', str(respawner.pid)]
+        for record in records.values():
+            command += ['--kill', '%d:%r' % (record['pid'], record['create_time'])]
+        before = procs.foreign_processes(self.owned)
+        result = self.probe(*command[2:], timeout=200)
+        gone = procs.disappeared(before)
+        run = {'repetition': repetition, 'time_to_free_s': result.get('seconds'), 'free': result.get('event') == 'free',
+               'signals': result.get('signals'), 'killed': [], 'foreign_killed': len(gone),
+               'foreign_disappeared': gone}
+        self.runs['raw'].append(run)
+        self.check('%s: GPUs proven free' % label, run['free'], result)
+        self.check('%s: no process the harness did not start disappeared' % label, not gone, gone)
+        self.finish(label)
+        return run
+
     # -- bookkeeping -------------------------------------------------------------
 
     def check(self, name, ok, detail=None):
         self.checks.append({'name': name, 'ok': bool(ok), 'detail': None if ok else detail})
         if not ok:
             log('CHECK FAILED: %s: %s' % (name, json.dumps(detail, default=str)[:1500]))
+
+    def sources_results(self, machine, date):
+        return _sources_entry(self.runs['module'], self.runs['raw'], self.args.poll_interval, machine, date)
 
     def run(self):
         order = list(self.args.paths)
@@ -698,12 +855,15 @@ class Harness:
                     log('deadline of %d s reached: skipping the remaining repetitions' % self.args.deadline)
                     return
                 began = time.time()
-                run = getattr(self, 'run_' + path)(repetition)
+                prefix = 'run_sources_' if self.args.scenario == 'sources' else 'run_'
+                run = getattr(self, prefix + path)(repetition)
                 log('%s %d: free in %s s, killed %s (%.1f s with set-up)' % (
                     path, repetition, _fmt(run.get('time_to_free_s') if path != 'module' else run.get('module_elapsed_s')),
                     ', '.join(run['killed']) or 'nothing', time.time() - began))
 
     def results(self, kind, machine, date):
+        if self.args.scenario == 'sources':
+            return self.sources_results(machine, date)
         module = self.runs['module']
         ours_measure = 'module elapsed_seconds'
         ours = [run['module_elapsed_s'] for run in module]
@@ -737,6 +897,20 @@ class Harness:
                 item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
             entries.append(item)
         return entries
+
+
+def _sources_entry(module, raw, poll_interval, machine, date):
+    ours = [run['module_elapsed_s'] for run in module if run['module_elapsed_s'] is not None]
+    baseline = [run['time_to_free_s'] for run in raw if run['time_to_free_s'] is not None]
+    if not ours or not baseline:
+        return []
+    item = benchlib.entry('gpu_reclaim_vs_raw_respawn_nsinit', ours, baseline,
+                          'raw path: SIGSTOP the respawn loop, SIGKILL the namespace init and the respawned worker, '
+                          'NVML polled every %g s, no Ansible' % poll_interval, machine, date,
+                          foreign_killed={'ours': sum(r['foreign_killed'] for r in module),
+                                          'baseline': sum(r['foreign_killed'] for r in raw)})
+    item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
+    return [item]
 
 
 def _diff(later, earlier):
@@ -825,6 +999,13 @@ def build_parser():
     parser.add_argument('--repetitions', type=int, default=3)
     parser.add_argument('--paths', default=','.join(PATHS),
                         help='comma-separated, in the order run in each repetition (default: %(default)s)')
+    parser.add_argument('--scenario', choices=SCENARIOS, default='plain',
+                        help='plain: orphaned vLLM-like workers; sources: a respawned worker and a namespace-init '
+                        'worker, checked to stay free after the playbook (default: %(default)s)')
+    parser.add_argument('--stay-free', type=float, default=5.0,
+                        help='with --scenario sources: seconds after the playbook the GPUs must still be free')
+    parser.add_argument('--settle', type=float, default=2.0,
+                        help='with --scenario sources: gpu_reclaim_settle_seconds (default: %(default)s)')
     parser.add_argument('--gib', type=float, default=40.0, help='GiB each worker holds (default: %(default)s)')
     parser.add_argument('--engine-gib', type=float, default=0.5, help='GiB the engine holds (default: %(default)s)')
     parser.add_argument('--grace', type=float, default=2.0, help='seconds between SIGTERM and SIGKILL (default: %(default)s)')
@@ -851,6 +1032,8 @@ def parse_args(argv=None):
     unknown = [path for path in args.paths if path not in PATHS]
     if unknown or not args.paths:
         raise SystemExit('tests/gpu/run: --paths: choose from %s; got: %s' % (', '.join(PATHS), ', '.join(unknown) or 'nothing'))
+    if args.scenario == 'sources':
+        args.paths = [path for path in args.paths if path in SOURCES_PATHS]
     if 'module' not in args.paths:
         raise SystemExit('tests/gpu/run: --paths must include module: every figure compares it with a baseline')
     found = shutil.which(args.python)
@@ -950,7 +1133,7 @@ def main(argv=None):
             log('%s: ratio %s, ours %s s, baseline %s s%s, protected killed %s, foreign killed %s' % (
                 item['name'], item['ratio'], item['ours_median_s'], item['baseline_median_s'],
                 ', overhead %s s' % item['overhead_s'] if 'overhead_s' in item else '',
-                item['protected_killed'], item['foreign_killed']))
+                item.get('protected_killed', '-'), item['foreign_killed']))
         failed = [check['name'] for check in harness.checks if not check['ok']]
         log('%s: %d checks, %d failed%s' % (
             'PASS' if ok else 'FAIL', len(harness.checks), len(failed), (': ' + '; '.join(failed)) if failed else ''))

@@ -1,7 +1,7 @@
 """The processes of a vLLM-like deployment, started by the acceptance harness.
 
     deployment.py parent  --run-dir D --gpus 0,1 --gib 40 [--engine-gib 0.5] [--ignore-term-tp N]
-    deployment.py worker  --run-dir D --tp N --gpu N --gib G [--ignore-term]
+    deployment.py worker  --run-dir D --tp N --gpu N --gib G [--ignore-term | --default-term] [--name NAME]
     deployment.py engine  --run-dir D --gpu N --gib G
     deployment.py monitor --run-dir D [--interval S]
     deployment.py nsinit  --run-dir D [--monitor-exe PATH] -- PARENT ARGUMENTS
@@ -142,11 +142,14 @@ def hold_memory(gpu, gib, simulate):
 
 
 def cmd_worker(args):
-    name = 'worker%d' % args.tp
+    name = args.name or 'worker%d' % args.tp
     title = 'VLLM::Worker_TP%d' % args.tp
     set_title(title)
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    elif args.default_term:
+        # No handler: as PID 1 of its own PID namespace, a SIGTERM from outside is dropped by the kernel.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     else:
         install_term_handler(args.run_dir, name)
     keep = hold_memory(args.gpu, args.gib, args.simulate)
@@ -363,6 +366,8 @@ def build_parser():
     worker.add_argument('--gpu', type=int, required=True)
     worker.add_argument('--gib', type=float, required=True)
     worker.add_argument('--ignore-term', action='store_true')
+    worker.add_argument('--default-term', action='store_true', help='no SIGTERM handler (SIG_DFL)')
+    worker.add_argument('--name', help='the ready file name (default: worker<tp>)')
     worker.set_defaults(func=cmd_worker)
 
     engine = common('engine')

@@ -202,11 +202,12 @@ def cmd_raw(args):
     if gpus is None:
         emit({'event': 'failed', 'error': error})
         return 2
-    targets = []
+    targets, killed, respawners = [], [], []
     try:
-        for text in args.target:
-            pid, dummy, started = text.partition(':')
-            targets.append(Target(int(pid), float(started) if started else None))
+        for texts, into in ((args.target, targets), (args.kill, killed), (args.respawner, respawners)):
+            for text in texts:
+                pid, dummy, started = text.partition(':')
+                into.append(Target(int(pid), float(started) if started else None))
     except (ValueError, OSError) as exc:
         emit({'event': 'failed', 'error': str(exc)})
         return 2
@@ -217,6 +218,14 @@ def cmd_raw(args):
         return 0
     signals = []
     start = time.time()
+    # The ideal sequence around what respawns: freeze the respawners, SIGKILL what no SIGTERM can reach
+    # (a namespace init without a handler), then the usual ladder, then kill the frozen respawners.
+    for target in respawners:
+        if target.send(signal.SIGSTOP):
+            signals.append((target.pid, 'SIGSTOP', time.time() - start))
+    for target in killed:
+        if target.send(signal.SIGKILL):
+            signals.append((target.pid, 'SIGKILL', time.time() - start))
     for target in targets:
         if target.send(signal.SIGTERM):
             signals.append((target.pid, 'SIGTERM', time.time() - start))
@@ -231,6 +240,9 @@ def cmd_raw(args):
         free_at, more, gap2, readings = wait_free(gpus, args.threshold_mib, args.interval, start + args.timeout)
         polls += more
         gap = max(gap, gap2)
+    for target in respawners:
+        if target.send(signal.SIGKILL):
+            signals.append((target.pid, 'SIGKILL', time.time() - start))
     event = 'free' if free_at is not None else 'timeout'
     emit({'event': event, 'start': start, 'time': free_at, 'seconds': None if free_at is None else free_at - start,
           'polls': polls, 'largest_gap_s': round(gap, 4), 'gpus': describe(readings),
@@ -249,6 +261,10 @@ def main(argv=None):
         command.add_argument('--timeout', type=float, default=120.0)
         command.set_defaults(func=func)
     sub.choices['raw'].add_argument('--target', action='append', default=[], metavar='PID:CREATE_TIME')
+    sub.choices['raw'].add_argument('--kill', action='append', default=[], metavar='PID:CREATE_TIME',
+                                    help='SIGKILL at once (a target no SIGTERM can reach)')
+    sub.choices['raw'].add_argument('--respawner', action='append', default=[], metavar='PID:CREATE_TIME',
+                                    help='SIGSTOP before any other signal, SIGKILL once the GPUs are free')
     sub.choices['raw'].add_argument('--grace', type=float, default=2.0)
     sub.choices['raw'].add_argument('--now', action='store_true', help='start at once, without waiting for a line')
     args = parser.parse_args(argv)

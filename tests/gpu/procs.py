@@ -326,3 +326,35 @@ def ns_pid_map(root_pid):
         except OSError:
             continue
     return result
+
+
+def stopped_processes(proc_root='/proc'):
+    """``[(pid, comm)]`` of every process in state T (stopped) or t (traced): none may be left by a reclaim."""
+    found = []
+    for name in os.listdir(proc_root):
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc_root, name, 'stat'), 'rb') as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        head, dummy, tail = text.rpartition(b')')
+        fields = tail.split()
+        if fields and fields[0] in (b'T', b't'):
+            found.append((int(name), head.partition(b'(')[2].decode('utf-8', 'replace')))
+    return sorted(found)
+
+
+def recap_counts(text, host='localhost'):
+    """``{"ok": N, "changed": N, ...}`` from the PLAY RECAP line of ``host`` in ansible-playbook's output."""
+    counts = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[0] == host and fields[1] == ':':
+            counts = {}
+            for field in fields[2:]:
+                key, sep, value = field.partition('=')
+                if sep and value.isdigit():
+                    counts[key] = int(value)
+    return counts

@@ -394,3 +394,75 @@ def test_check_held_stops_when_a_foreign_process_holds_a_gpu(monkeypatch):
     assert 'did not start now hold a GPU: %d' % os.getpid() in str(caught.value)
     harness.owned.add(os.getpid(), label='this test')
     assert harness.check_held('module-0') == snapshot
+
+
+# -- the sources scenario -----------------------------------------------------------
+
+def test_sources_scenario_arguments():
+    args = acceptance.parse_args(['--scenario', 'sources'])
+    assert args.scenario == 'sources' and args.paths == ['module', 'raw']
+    assert args.stay_free == 5.0 and args.settle == 2.0
+    assert acceptance.parse_args([]).scenario == 'plain'
+    with pytest.raises(SystemExit):
+        acceptance.parse_args(['--scenario', 'other'])
+
+
+def test_recap_counts():
+    text = ('PLAY RECAP *****\nlocalhost                  : ok=12   changed=0    unreachable=0    failed=0    '
+            'skipped=9    rescued=0    ignored=0\n')
+    assert procs.recap_counts(text) == {'ok': 12, 'changed': 0, 'unreachable': 0, 'failed': 0, 'skipped': 9,
+                                        'rescued': 0, 'ignored': 0}
+    assert procs.recap_counts('no recap here') == {}
+
+
+def test_stopped_processes_sees_a_frozen_child():
+    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        wait_until(lambda: child.pid in [pid for pid, dummy in procs.stopped_processes()])
+        os.kill(child.pid, signal.SIGCONT)
+        wait_until(lambda: child.pid not in [pid for pid, dummy in procs.stopped_processes()])
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_sources_entry_reports_the_overhead():
+    module = [{'module_elapsed_s': 0.3, 'foreign_killed': 0}, {'module_elapsed_s': 0.4, 'foreign_killed': 0}]
+    raw = [{'time_to_free_s': 0.2, 'foreign_killed': 0}, {'time_to_free_s': 0.25, 'foreign_killed': 0}]
+    entries = acceptance._sources_entry(module, raw, 0.005, 'nvidia-h200: 1x', '2030-01-02')
+    assert [entry['name'] for entry in entries] == ['gpu_reclaim_vs_raw_respawn_nsinit']
+    assert entries[0]['overhead_s'] == round(entries[0]['ours_median_s'] - entries[0]['baseline_median_s'], 4)
+    assert acceptance._sources_entry(module, [], 0.005, 'x', 'y') == []
+
+
+@needs_root
+def test_deploy_sources_respawns_and_finds_the_namespace_init_from_outside(devices, tmp_path):
+    args = acceptance.parse_args(['--scenario', 'sources', '--work-dir', str(tmp_path / 'work'), '--gib', '1',
+                                  '--ready-timeout', '30'])
+    harness = acceptance.Harness(args)
+    harness.work = str(tmp_path / 'run')
+    os.makedirs(harness.work)
+    harness.gpu_indices = [0, 1]
+    harness.simulate = devices
+    try:
+        run_dir, records, respawner, unshare = harness.deploy_sources('sources-test')
+        nsinit = records['nsinit']
+        assert nsinit['ns_pid'] == 1 and nsinit['pid'] != 1
+        with open('/proc/%d/status' % nsinit['pid']) as handle:
+            status = dict(line.split(':', 1) for line in handle if ':' in line)
+        assert status['NSpid'].split()[-1] == '1' and len(status['NSpid'].split()) > 1
+        assert not int(status['SigCgt'], 16) & (1 << 14) and not int(status['SigIgn'], 16) & (1 << 14)
+        respawned = records['respawned']
+        assert psutil.Process(respawned['pid']).ppid() == respawner.pid
+        # Killed, the worker comes back: the loop is a respawner.
+        os.remove(os.path.join(run_dir, 'ready', 'respawned.json'))
+        harness.owned.signal(respawned['pid'], signal.SIGKILL)
+        wait_file(os.path.join(run_dir, 'ready', 'respawned.json'))
+        again = deployment.read_json(os.path.join(run_dir, 'ready', 'respawned.json'))
+        assert again['pid'] != respawned['pid'] and psutil.Process(again['pid']).ppid() == respawner.pid
+    finally:
+        harness.owned.adopt_descendants()
+        assert harness.owned.stop_all(grace=0.5) == []
+        for child in harness.children:
+            child.wait(timeout=10)

@@ -22,13 +22,15 @@ def gpu(index, before, after):
 
 
 def summary(host, gpus, free, released=(), error=None, check_mode=False, stopped_units=(), stopped_containers=(),
-            supervisors=(), total_seconds=1.5):
+            supervisors=(), sources=None, total_seconds=1.5):
     result = {
         'host': host, 'check_mode': check_mode, 'nvml_available': True, 'max_used_mib': 64, 'gpus': list(gpus),
         'released': list(released), 'protected': [], 'survivors': [], 'supervisors': list(supervisors),
         'stopped_units': list(stopped_units), 'stopped_containers': list(stopped_containers), 'left_behind': {},
         'reset_gpus': [], 'free': free, 'stage_seconds': {'preflight': 0.5}, 'total_seconds': total_seconds,
     }
+    if sources is not None:
+        result['sources'] = list(sources)
     if error is not None:
         result['error'] = error
     return result
@@ -45,6 +47,11 @@ ORPHANS = summary('orphans', [gpu(0, 88473, 0), gpu(1, 88473, 12)], True,
                   stopped_units=['vllm-sim.service'],
                   supervisors=[{'pid': 50, 'outcome': 'frozen and killed'},
                                {'pid': 51, 'outcome': 'frozen, then thawed: the ladder has no SIGKILL step'}],
+                  sources=[{'kind': 'parent', 'pid': 50, 'action': 'frozen and killed'},
+                           {'kind': 'parent', 'pid': 51, 'action': 'frozen, then thawed'},
+                           {'kind': 'systemd', 'unit': 'trainer.service', 'action': 'stopped'},
+                           {'kind': 'pod', 'pod': 'p', 'action': 'left alone'},
+                           {'kind': 'container', 'container': 'c', 'action': 'stop failed: timeout'}],
                   total_seconds=4.25)
 # Free from the start: the first look is the proof.
 FREE = summary('free', [gpu(0, 0, 0), gpu(1, 0, 0)], True, total_seconds=0.8)
@@ -55,7 +62,8 @@ STUCK = summary('stuck', [gpu(0, 0, 0), gpu(1, 30720, 30720)], False, stopped_un
 # Check mode: nothing signalled, nothing proven.
 CHECK = summary('orphans', [gpu(0, 88473, None), gpu(1, 88473, None)], None, check_mode=True,
                 released=[holder(60, None, 'planned'), holder(61, None, 'planned')],
-                stopped_units=['vllm-sim.service'], supervisors=[{'pid': 50, 'outcome': 'planned'}])
+                stopped_units=['vllm-sim.service'], supervisors=[{'pid': 50, 'outcome': 'planned'}],
+                sources=[{'kind': 'parent', 'pid': 50, 'action': 'would be frozen and killed'}])
 
 
 @pytest.fixture

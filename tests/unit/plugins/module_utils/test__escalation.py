@@ -198,7 +198,10 @@ def process(pid, children, **extra):
 @pytest.mark.parametrize('parent, scope, expected_reason', [
     (process(100, [50, 51]), {}, 'parent whose children are all targeted holders: it could respawn them'),
     (process(100, [50, 51, 52]), {}, None),  # 52 is no target: a real parent, not a supervisor
-    (process(100, [50, 51], name='bash'), {}, None),
+    # A shell loop is a respawner; an interactive shell on a terminal is only frozen and thawed.
+    (process(100, [50, 51], name='bash', title="bash -c while true; do worker; done"), {},
+     'parent whose children are all targeted holders: it could respawn them'),
+    (process(100, [50, 51], name='bash', title='-bash', tty='/dev/pts/0'), {}, None),
     (process(100, [50, 51], name='containerd-shim-runc-v2'), {}, None),
     (process(100, [50, 51], protected=True), {}, None),
     (process(100, [50, 51], user='bob', uid=1002), {'users': ['root']}, None),
@@ -460,7 +463,7 @@ def test_sigterm_ignoring_holder_skips_grace_and_adds_no_time():
     assert (0.0, 3, 'SIGTERM') not in world.sent
     stubborn = [e for e in result['released'] if e['pid'] == 3][0]
     assert stubborn['last_signal'] == 'SIGKILL'
-    assert stubborn['skipped_steps'] == [{'signal': 'SIGTERM', 'reason': 'ignores SIGTERM'}]
+    assert stubborn['skipped_steps'] == [{'signal': 'SIGTERM', 'reason': 'ignores SIGTERM', 'case': 'sigterm-ignored'}]
     assert stubborn['seconds_to_release'] <= 0.1
 
 
@@ -626,7 +629,8 @@ def test_fork_then_exit_child_is_adopted_without_grace():
     assert [s[2] for s in world.sent if s[1] == 55] == ['SIGSTOP', 'SIGKILL']
     assert by_pid[55]['last_signal'] == 'SIGKILL'
     assert by_pid[55]['skipped_steps'] == [
-        {'signal': 'SIGTERM', 'reason': 'appeared during the release, after pid 10 was signalled'}]
+        {'signal': 'SIGTERM', 'reason': 'appeared during the release, after pid 10 was signalled',
+         'case': 'appeared-after-signal'}]
     assert result['steps'][0]['skipped'] == [
         {'pid': 55, 'reason': 'appeared during the release, after pid 10 was signalled'}]
     assert result['survivors'] == [] and result['stuck_gpus'] == []
@@ -1252,3 +1256,168 @@ def test_freezing_a_tree_that_keeps_growing_stops_at_the_deadline():
     assert any('its process tree was still growing when the release reached its deadline' in warning
                for warning in result['warnings'])
     assert [entry['pid'] for entry in result['released']] == [1]
+
+
+# -- sources: parents frozen first; nothing frozen outlives the run -------------
+
+def add_parent(world, pid, create_time=600.0):
+    world.procs[pid] = {'record': {}, 'exit_at': None, 'exited': False, 'state': 'sleeping',
+                        'ignores_term': False, 'unkillable': False, 'forks_on_term': None, 'ppid': 1,
+                        'create_time': create_time}
+
+
+def stopped_pids(world):
+    return sorted(pid for pid, proc in world.procs.items() if proc['state'] == 'stopped' and not proc['exited'])
+
+
+def test_parent_with_other_children_is_frozen_first_and_thawed_at_the_end():
+    world = World()
+    add_parent(world, 100)
+    holders = [world.add(holder(11, ppid=100))]
+    processes = {100: process(100, [11, 99], create_time=600.0)}
+    plan, result = run(world, holders, processes=processes)
+    assert plan.supervisors == [] and [p['action'] for p in plan.parents] == ['thaw']
+    assert world.sent[0] == (0.0, 100, 'SIGSTOP')
+    assert world.sent[-1][1:] == (100, 'SIGCONT')
+    assert result['supervisors'] == []
+    assert [(p['pid'], p['outcome']) for p in result['parents']] == [(100, 'frozen, then thawed')]
+    assert stopped_pids(world) == []
+
+
+def test_shell_loop_parent_is_a_respawner_frozen_and_killed():
+    world = World()
+    add_parent(world, 100)
+    holders = [world.add(holder(11, ppid=100))]
+    processes = {100: process(100, [11], name='bash', title='bash -c while true; do w; done', create_time=600.0)}
+    dummy, result = run(world, holders, processes=processes)
+    assert world.sent[0] == (0.0, 100, 'SIGSTOP') and world.sent[-1][1:] == (100, 'SIGKILL')
+    assert result['parents'][0]['outcome'] == 'frozen and killed'
+
+
+def test_interactive_shell_is_thawed_never_killed():
+    world = World()
+    add_parent(world, 100)
+    holders = [world.add(holder(11, ppid=100))]
+    processes = {100: process(100, [11], name='bash', title='-bash', tty='/dev/pts/0', create_time=600.0)}
+    dummy, result = run(world, holders, processes=processes)
+    assert [s[2] for s in world.sent if s[1] == 100] == ['SIGSTOP', 'SIGCONT']
+    assert result['parents'][0]['outcome'] == 'frozen, then thawed'
+    assert stopped_pids(world) == []
+
+
+def test_parent_outside_the_filters_is_never_signalled():
+    world = World()
+    add_parent(world, 100)
+    holders = [world.add(holder(11, ppid=100, title='python3 worker.py'))]
+    processes = {100: process(100, [11], name='bash', title='bash -c while true; do python3 worker.py; done',
+                              create_time=600.0)}
+    dummy, result = run(world, holders, scope=build_scope([0, 1], match='^python3'), processes=processes)
+    assert [s for s in world.sent if s[1] == 100] == []
+    assert result['parents'][0]['outcome'] == 'left alone'
+    assert 'title does not match' in result['parents'][0]['reason']
+
+
+def test_a_thawed_parent_that_respawns_during_the_release_is_killed():
+    world = World(term_delay=0.1)
+    add_parent(world, 100)
+    holders = [world.add(holder(11, ppid=100))]
+
+    def respawn():
+        world.add(holder(77, ppid=100, create_time=900.0), parent=100)
+    world.events.append((0.05, respawn))
+    processes = {100: process(100, [11, 99], create_time=600.0)}
+    dummy, result = run(world, holders, processes=processes)
+    parent = result['parents'][0]
+    assert parent['reason'] == 'started a new holder during the release: a respawner'
+    assert parent['outcome'] == 'frozen and killed'
+    assert 77 in [e['pid'] for e in result['released']]
+    world.sleep(0.1)  # the SIGKILL just sent takes effect
+    assert stopped_pids(world) == []
+
+
+def test_namespace_init_without_handler_skips_the_grace():
+    world = World(term_delay=0.2)
+    holders = [world.add(holder(11))]
+    world.grace_case = lambda pid, signum: (
+        ('namespace-init-without-handler', 'init of its own PID namespace') if signum == signal.SIGTERM else None)
+    dummy, result = run(world, holders, grace=10)
+    assert [s[2] for s in world.sent] == ['SIGSTOP', 'SIGKILL']
+    assert result['released'][0]['skipped_steps'] == [
+        {'signal': 'SIGTERM', 'reason': 'init of its own PID namespace', 'case': 'namespace-init-without-handler'}]
+    assert result['elapsed_seconds'] < 0.5
+
+
+class Boom(Exception):
+    pass
+
+
+def frozen_world():
+    """A supervisor, a thawed parent and a stubborn holder whose tree gets frozen."""
+    world = World(term_delay=100)
+    add_parent(world, 100)
+    add_parent(world, 200, create_time=700.0)
+    holders = [world.add(holder(11, ppid=100)), world.add(holder(12, ppid=200, gpus=[1]))]
+    world.add(holder(17, gpus=[]), parent=12)
+    processes = {100: process(100, [11], create_time=600.0), 200: process(200, [12, 99], create_time=700.0)}
+    return world, holders, processes
+
+
+def test_every_freeze_is_undone_after_a_normal_run():
+    world, holders, processes = frozen_world()
+    dummy, result = run(world, holders, processes=processes, grace=0.1, kill=1)
+    assert stopped_pids(world) == []
+    assert result['survivors'] == []
+
+
+def test_every_freeze_is_undone_when_the_deadline_leaves_survivors():
+    world, holders, processes = frozen_world()
+    world.procs[12]['unkillable'] = True
+    world.procs[12]['ignores_term'] = True
+    dummy, result = run(world, holders, processes=processes, grace=0.1, kill=0.2)
+    assert [e['pid'] for e in result['survivors']] == [12]
+    # the survivor was sent SIGKILL (it is stuck in the kernel); everything else frozen was thawed or killed
+    assert [pid for pid in stopped_pids(world) if pid != 12] == []
+    assert world.sent[-1][1:] in ((200, 'SIGCONT'), (100, 'SIGKILL'))
+
+
+@pytest.mark.parametrize('failing', ['signal', 'observe', 'sleep', 'on_frozen', 'interrupt'])
+def test_every_freeze_is_undone_when_the_run_fails(failing):
+    world, holders, processes = frozen_world()
+    plan = plan_release(holders, build_scope([0, 1]), processes=processes)
+    real_signaller, real_status, real_sleep = world.signaller, world.status, world.sleep
+    state = {'frozen_seen': False}
+
+    def signaller(ref, signum, describe=''):
+        outcome = real_signaller(ref, signum, describe)
+        if signum == signal.SIGSTOP and ref.pid == 17:
+            state['frozen_seen'] = True
+        if failing == 'signal' and signum == signal.SIGKILL:
+            raise Boom('signalling failed')
+        return outcome
+
+    def status(ref):
+        if failing == 'observe' and world.now > 0.15:
+            raise Boom('/proc failed')
+        return real_status(ref)
+
+    def sleep(seconds):
+        real_sleep(seconds)
+        if failing == 'sleep' and world.now > 0.15:
+            raise Boom('interrupted while waiting')
+        if failing == 'interrupt' and world.now > 0.15:
+            raise KeyboardInterrupt()
+
+    def on_frozen():
+        if failing == 'on_frozen':
+            raise Boom('a unit stop failed')
+
+    world.status = status
+    escalation = Escalation(
+        plan, parse_ladder(None, 0.1, 1), nvml=world, prober=world, signaller=signaller, clock=world.clock,
+        sleep=sleep, poll_interval=0.02, known_pids=[h['pid'] for h in holders],
+        baseline_mib=esc.baseline_memory(holders, plan), on_frozen=on_frozen)
+    with pytest.raises((Boom, KeyboardInterrupt)):
+        escalation.run()
+    assert [s for s in world.sent if s[2] == 'SIGSTOP'], 'something was frozen before the failure'
+    assert stopped_pids(world) == []
+    assert escalation.ledger.frozen == {}

@@ -178,3 +178,14 @@ def test_unknown_memory_is_not_free_when_nvml_was_relied_on():
     assert relied['gpus'][0]['reasons'] == ['memory unknown: NVML did not answer']
     without = evaluate(gpus, [], nvml_available=False)
     assert without['free'] is True
+
+
+def test_a_holder_in_a_pod_names_the_pod_and_says_to_drain_the_node():
+    gpus = [{'index': 0, 'uuid': 'GPU-0', 'memory_used_mib': 4096, 'memory_total_mib': 98304}]
+    pod = {'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': 'u-1'}
+    holders = [{'pid': 145, 'ppid': 1, 'title': 'pod-worker', 'kind': 'compute', 'gpus': [0], 'state': 'sleeping',
+                'gpu_memory_mib': {'0': 4096}, 'container': pod}]
+    verdict = evaluate(gpus, holders)
+    assert not verdict['free']
+    assert ('Next step for Kubernetes pod u-1 (pid 145): kubelet restarts it whatever is done on the host; drain the '
+            'node, or release it anyway with gpu_reclaim_release_pods.') in verdict['lines']

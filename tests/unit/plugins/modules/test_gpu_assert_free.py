@@ -146,3 +146,37 @@ def test_a_missing_library_is_named_with_the_user_id(run_module, gpus, monkeypat
     result = run_module({})
     assert result['failed'] and result['uid'] == os.geteuid()
     assert result['msg'].startswith('Failed to import the required Python library (%s)' % library)
+
+
+def test_settle_passes_when_the_gpus_stay_free(run_module, gpus):
+    gpus(used_mib=0)
+    result = run_module({'settle_seconds': 0.3, 'poll_interval': 0.02})
+    assert 'failed' not in result and result['free'] is True
+    assert result['time_to_free_seconds'] == 0.0
+    assert 0.3 <= result['settle_seconds_observed'] < 1.0
+    assert result['msg'].endswith('and stayed free for %.2f s' % result['settle_seconds_observed'])
+
+
+def test_settle_fails_when_a_holder_comes_back(run_module, no_library, fake_dev_discovery, spawn_holder):
+    """A real process that opens GPU 2's node during the settle: the proof fails naming it and its parent."""
+    nodes = [os.path.join(fake_dev_discovery, 'nvidia2'), os.path.join(fake_dev_discovery, 'nvidia-uvm')]
+    timer = threading.Timer(0.2, lambda: spawn_holder(nodes, comm='comeback'))
+    timer.start()
+    try:
+        result = run_module({'require_nvml': False, 'gpus': ['2'], 'settle_seconds': 3, 'poll_interval': 0.02})
+    finally:
+        timer.cancel()
+    assert result['failed'] and result['free'] is False
+    assert result['time_to_free_seconds'] == 0.0
+    assert 0.15 <= result['settle_seconds_observed'] < 2.5
+    lines = result['msg'].splitlines()
+    assert lines[0].startswith('The GPUs read free after 0.00 s, then did not stay free for 3 s:')
+    # (the holder's title is its multi-line command line)
+    assert ' took GPU 2 back ' in result['msg'] and 'parent pid %d' % os.getpid() in result['msg']
+    assert 'next step: stop its parent pid %d' % os.getpid() in result['msg']
+
+
+def test_settle_seconds_is_validated(run_module, gpus):
+    gpus()
+    result = run_module({'settle_seconds': 601})
+    assert result['failed'] and result['msg'] == 'settle_seconds: must be a number of seconds from 0 to 600; got: 601.0'

@@ -165,7 +165,8 @@ def test_check_mode_then_real_run_then_idempotent(run_module, no_library, fake_d
     by_pid = dict((e['pid'], e) for e in real['released'])
     assert by_pid[polite.pid]['last_signal'] == 'SIGTERM'
     assert by_pid[stubborn.pid]['last_signal'] == 'SIGKILL'
-    assert by_pid[stubborn.pid]['skipped_steps'] == [{'signal': 'SIGTERM', 'reason': 'ignores SIGTERM'}]
+    assert by_pid[stubborn.pid]['skipped_steps'] == [
+        {'signal': 'SIGTERM', 'reason': 'ignores SIGTERM', 'case': 'sigterm-ignored'}]
     assert polite.wait(2) == -signal.SIGTERM and stubborn.wait(2) == -signal.SIGKILL
     assert alive(monitor) and alive(elsewhere)
     assert set(pid for pid, dummy, dummy2 in signals) == set([polite.pid, stubborn.pid])

@@ -34,9 +34,10 @@ def test_a_released_host(summaries):
         ('gpu_reclaim_last_run_memory_reclaimed_bytes', frozenset()): float((88473 + 88461) * 1024 * 1024),
         ('gpu_reclaim_last_run_holders_released', frozenset({('signal', 'SIGTERM')})): 2.0,
         ('gpu_reclaim_last_run_holders_released', frozenset({('signal', 'SIGKILL')})): 1.0,
-        ('gpu_reclaim_last_run_sources_stopped', frozenset({('kind', 'systemd_unit')})): 1.0,
+        ('gpu_reclaim_last_run_sources_stopped', frozenset({('kind', 'systemd_unit')})): 2.0,
         ('gpu_reclaim_last_run_sources_stopped', frozenset({('kind', 'container')})): 0.0,
-        ('gpu_reclaim_last_run_sources_stopped', frozenset({('kind', 'supervisor')})): 1.0,
+        ('gpu_reclaim_last_run_sources_stopped', frozenset({('kind', 'pod')})): 0.0,
+        ('gpu_reclaim_last_run_sources_stopped', frozenset({('kind', 'parent')})): 1.0,
         ('gpu_reclaim_last_run_duration_seconds', frozenset()): 4.25,
     }
 

@@ -69,7 +69,7 @@ def test_a_released_host(summaries):
     assert outcome == {
         'host': 'gpu07', 'state': FREE, 'why': '', 'check_mode': False, 'gpus': 2, 'gpus_freed': 2,
         'memory_reclaimed_mib': 88473 + 88461, 'released': 3, 'released_by_signal': {'SIGTERM': 2, 'SIGKILL': 1},
-        'sources_stopped': {'systemd_unit': 1, 'container': 0, 'supervisor': 1}, 'duration_seconds': 4.25,
+        'sources_stopped': {'systemd_unit': 2, 'container': 0, 'pod': 0, 'parent': 1}, 'duration_seconds': 4.25,
     }
 
 
@@ -104,7 +104,7 @@ def test_check_mode_proves_nothing_and_counts_nothing_as_done(summaries):
     assert outcome['state'] == UNPROVEN
     assert outcome['check_mode'] is True
     assert (outcome['gpus_freed'], outcome['memory_reclaimed_mib'], outcome['released']) == (0, 0, 0)
-    assert outcome['sources_stopped'] == {'systemd_unit': 0, 'container': 0, 'supervisor': 0}
+    assert outcome['sources_stopped'] == {'systemd_unit': 0, 'container': 0, 'pod': 0, 'parent': 0}
 
 
 @pytest.mark.parametrize('summary', [{}, None])
@@ -137,3 +137,10 @@ def test_fleet_outcome_in_check_mode(summaries):
 def test_an_empty_fleet():
     fleet = fleet_outcome({})
     assert (fleet['host_count'], fleet['hosts'], fleet['gpus_freed']) == (0, [], 0)
+
+
+def test_without_sources_the_killed_supervisors_count_as_parents(summaries):
+    summary = summaries.ORPHANS
+    del summary['sources']
+    assert host_outcome('orphans', summary)['sources_stopped'] == \
+        {'systemd_unit': 1, 'container': 0, 'pod': 0, 'parent': 1}
