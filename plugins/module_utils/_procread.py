@@ -153,7 +153,7 @@ def read_files(paths, timeout=DEFAULT_TIMEOUT, stall=STALL_SECONDS, reader=_read
         results = dict(batch.results)
         started = batch.position
     for position, path in enumerate(batch.paths):
-        if path not in results and position >= started:
+        if path not in results and position >= started and not can_start:
             # Never read in a thread, and never read here: that could block.
             results[path] = NoThread(NO_THREAD_TEXT)
     for path in paths:

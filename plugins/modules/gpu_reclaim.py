@@ -80,6 +80,12 @@ description:
     namespace other than the host's (the last C(NSpid) value is 1) without a SIGTERM handler (C(SigCgt)), whose
     SIGTERM from outside the kernel drops. C(skipped_steps) says which case applied."
   - Every signal is logged through the module's logging, so it reaches the host's syslog or journal.
+  - "Nothing the module freezes outlives it. Before its first SIGSTOP it starts a small guardian process in a session
+    of its own (C(gpuops-reclaim-guardian) in C(ps)) and tells it the PID and start time of each process it stops.
+    If the module dies (SIGKILL, SIGTERM, an async timeout that kills its process group), the guardian sends SIGCONT
+    to each of them that is still stopped and still the same process. On an exception the module thaws them itself,
+    and at the end it thaws anything it froze and did not kill. Freezing a tree that keeps growing stops at the
+    release's deadline."
   - "What cannot be released is reported, not waited on forever: a holder still alive after the last step of the
     ladder (typically in state D inside the driver), or memory still used after every holder is gone (a stuck
     context), fails the task naming the GPU, the pid, its state and wchan, and the next step: a GPU reset or a

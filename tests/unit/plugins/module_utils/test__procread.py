@@ -165,8 +165,8 @@ def test_discovery_reports_a_holder_whose_title_blocks_and_keeps_it(tmp_path, mo
     assert 'pid 16175 (VLLM::Engine) x): unreadable: possibly stuck in the kernel' in '\n'.join(snapshot.warnings)
 
 
-def test_under_a_pids_limit_nothing_is_read_unbounded_and_holders_stay_visible(run_under_pids_limit, spawn_holder,
-                                                                               fake_dev):
+def test_under_a_pids_limit_nothing_is_read_unbounded_and_holders_stay_visible(
+        run_under_pids_limit, spawn_holder, fake_dev):
     """With no thread to spare (a fork bomb exhausted the PIDs), reads are not made
     without a deadline, and discovery still lists the holder, saying why its title is missing."""
     worker = spawn_holder([os.path.join(fake_dev, 'nvidia0'), os.path.join(fake_dev, 'nvidia-uvm')])
