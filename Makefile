@@ -21,6 +21,9 @@ SANITY_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_i
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/build/collections
 export ANSIBLE_HOME := $(ROOT)/build/ansible-home
 export ANSIBLE_LOCAL_TEMP := $(ROOT)/build/ansible-home/tmp
+# SSH connection sockets of this checkout's own, so that two checkouts never share a connection to
+# simulated hosts of the same name.
+export ANSIBLE_SSH_CONTROL_PATH_DIR := $(ROOT)/build/ansible-home/cp
 export ANSIBLE_FORCE_COLOR ?= 0
 export PATH := $(BIN):$(PATH)
 export LC_ALL := C.UTF-8
