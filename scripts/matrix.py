@@ -254,7 +254,10 @@ def run_in_container(version, controller, tests):
     ]
     for command in ansible_test_commands(tests, python):
         steps.append("ansible-test " + " ".join(command))
+    # As root on a host: tests make PID namespaces (unshare) and read other
+    # processes' /proc files, as the simulated hosts allow.
     cmd = [PODMAN, "run", "--rm", "--network", "none", "--pids-limit", PIDS_LIMIT,
+           "--cap-add", "SYS_ADMIN", "--cap-add", "SYS_PTRACE",
            "--label", "io.gpuops.matrix=%s" % version,
            "--volume", "%s:%s" % (ROOT, ROOT), "--workdir", tree_of(version),
            "--env", "HOME=" + home, "--env", "ANSIBLE_HOME=%s/.ansible" % home,

@@ -148,7 +148,9 @@ class FreezeLedger:
             return
         try:
             with open(os.devnull, 'r+b') as devnull:
-                self.process = subprocess.Popen(
+                # The guardian outlives each call: a child that reads its orders on a pipe
+                # for the module's whole run, which run_command (run, wait, return) cannot be.
+                self.process = subprocess.Popen(  # pylint: disable=ansible-bad-function
                     [self.python, '-c', GUARDIAN_CODE, GUARDIAN_NAME, str(self.watched_pid)],
                     stdin=subprocess.PIPE, stdout=devnull, stderr=devnull, close_fds=True,
                     start_new_session=True)
