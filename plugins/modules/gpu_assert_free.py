@@ -226,7 +226,15 @@ nvml_available:
   returned: always
   type: bool
   sample: true
+uid:
+  description: The effective user id the module ran as. Without root (V(0)) it sees only what that user may, so
+    the role fails early when it needs root.
+  returned: always
+  type: int
+  sample: 0
 '''
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -286,10 +294,11 @@ def main():
     argument_spec['require_nvml'] = dict(type='bool', default=True)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            mutually_exclusive=[('max_used_mib', 'max_used_percent')])
+    # Who the module runs as comes first: without root, installing a missing library is not the next step.
     if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
+        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR, uid=os.geteuid())
     if module.params['require_nvml'] and not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR, uid=os.geteuid())
     params = module.params
     error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout', 'settle_seconds'))
     if error:
@@ -312,14 +321,16 @@ def main():
                 module.fail_json(msg='Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is '
                                      'true. Set require_nvml: false to accept the /proc view alone.' % view.error,
                                  free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0,
-                                 time_to_free_seconds=None, settle_seconds_observed=0.0)
+                                 time_to_free_seconds=None, settle_seconds_observed=0.0,
+                                 uid=os.geteuid())
             module.warn('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a '
                         '/dev/nvidiaN node open are seen.' % view.error)
         try:
             indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
         except SelectorError as exc:
             module.fail_json(msg=str(exc), free=False, nvml_available=view.available, gpus=[], holders=[],
-                             waited_seconds=0.0, time_to_free_seconds=None, settle_seconds_observed=0.0)
+                             waited_seconds=0.0, time_to_free_seconds=None, settle_seconds_observed=0.0,
+                             uid=os.geteuid())
 
         state = {'view': view, 'warnings': []}
 
@@ -369,6 +380,7 @@ def main():
         time_to_free_seconds=time_to_free,
         settle_seconds_observed=settled['observed_seconds'] if settled else 0.0,
         nvml_available=view.available,
+        uid=os.geteuid(),
     )
     if not verdict['free']:
         module.fail_json(msg='\n'.join(verdict['lines']), **result)

@@ -5,6 +5,12 @@ ldconfig
 # The other user of the shared host, and the daemons' accounts.
 useradd --create-home --uid 1001 --shell /bin/bash researcher
 useradd --system --no-create-home --shell /usr/sbin/nologin nvidia-persistenced
+# The operator: logs in over SSH with Ansible's key and becomes root with sudo.
+useradd --create-home --uid 1002 --shell /bin/bash deployer
+# No password, but not locked: sshd without PAM refuses a locked account.
+usermod --password '*' deployer
+printf 'deployer ALL=(ALL:ALL) NOPASSWD: ALL\n' > /etc/sudoers.d/deployer
+chmod 0440 /etc/sudoers.d/deployer
 # The tools are Python files; these are their commands.
 printf '#!/bin/sh\nexec /usr/bin/python3 /usr/local/lib/gpusim/gpusim.py "$@"\n' \
     > /usr/local/bin/gpusim

@@ -129,6 +129,25 @@ def test_proc_holder_makes_a_gpu_busy_and_allow_accepts_it(run_module, no_librar
         assert allowed['free'] is True, allowed['msg']
 
 
+def test_tells_the_user_id_it_ran_as_whether_free_busy_or_without_nvml(run_module, gpus, no_library):
+    assert run_module({'require_nvml': False})['uid'] == os.geteuid()
+    assert run_module({})['uid'] == os.geteuid()
+    gpus(used_mib=0)
+    assert run_module({})['uid'] == os.geteuid()
+    gpus(used_mib=4096)
+    busy = run_module({})
+    assert busy['failed'] and busy['uid'] == os.geteuid()
+
+
+@pytest.mark.parametrize('flag, library', [('HAS_PSUTIL', 'psutil'), ('HAS_PYNVML', 'nvidia-ml-py')])
+def test_a_missing_library_is_named_with_the_user_id(run_module, gpus, monkeypatch, flag, library):
+    gpus()
+    monkeypatch.setattr(gpu_assert_free, flag, False)
+    result = run_module({})
+    assert result['failed'] and result['uid'] == os.geteuid()
+    assert result['msg'].startswith('Failed to import the required Python library (%s)' % library)
+
+
 def test_settle_passes_when_the_gpus_stay_free(run_module, gpus):
     gpus(used_mib=0)
     result = run_module({'settle_seconds': 0.3, 'poll_interval': 0.02})

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The last run of the role on a host, in the Prometheus text format, for node_exporter's textfile collector.
+
+Names follow Prometheus conventions: one prefix, base units in the name (seconds, bytes), gauges only (each
+value describes the last run, so none of them only grows). Controller side only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import FREE, MIB, SOURCE_KINDS, host_outcome
+
+PREFIX = 'gpu_reclaim_last_run_'
+# Always written, so that a dashboard finds each series even after a run that signalled nothing.
+SIGNALS = ('SIGTERM', 'SIGKILL')
+
+HELP = {
+    'timestamp_seconds': 'Unix time at which the last gpu_reclaim run on this host ended.',
+    'success': '1 when the last gpu_reclaim run proved the selected GPUs free, else 0.',
+    'gpus_freed': 'GPUs busy at the first look that the last gpu_reclaim run proved free.',
+    'memory_reclaimed_bytes': 'GPU memory that came back during the last gpu_reclaim run.',
+    'holders_released': 'Holder processes the last gpu_reclaim run released, by the last signal each was sent.',
+    'sources_stopped': 'What would have restarted holders that the last gpu_reclaim run stopped, by kind.',
+    'duration_seconds': 'How long the last gpu_reclaim run took on this host.',
+}
+
+
+class MetricsError(ValueError):
+    pass
+
+
+def _label_value(value):
+    return str(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
+
+
+def _number(value):
+    if isinstance(value, bool):
+        return '1' if value else '0'
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def _family(lines, name, samples):
+    """Append one gauge: HELP, TYPE, then each (labels, value) sample."""
+    full = PREFIX + name
+    lines.append('# HELP %s %s' % (full, HELP[name]))
+    lines.append('# TYPE %s gauge' % full)
+    for labels, value in samples:
+        text = ','.join('%s="%s"' % (key, _label_value(val)) for key, val in labels)
+        lines.append('%s%s %s' % (full, '{%s}' % text if text else '', _number(value)))
+
+
+def render(summary, timestamp, host=None):
+    """The textfile content for one host's summary, run ending at ``timestamp`` (Unix seconds)."""
+    try:
+        timestamp = float(timestamp)
+    except (TypeError, ValueError):
+        raise MetricsError('timestamp must be a number of seconds; got: %r' % (timestamp,))
+    outcome = host_outcome(host or (summary or {}).get('host') or '', summary)
+    by_signal = dict((signal, 0) for signal in SIGNALS)
+    by_signal.update(outcome['released_by_signal'])
+    lines = []
+    _family(lines, 'timestamp_seconds', [((), timestamp)])
+    _family(lines, 'success', [((), outcome['state'] == FREE)])
+    _family(lines, 'gpus_freed', [((), outcome['gpus_freed'])])
+    _family(lines, 'memory_reclaimed_bytes', [((), outcome['memory_reclaimed_mib'] * MIB)])
+    _family(lines, 'holders_released', [((('signal', signal),), by_signal[signal]) for signal in sorted(by_signal)])
+    _family(lines, 'sources_stopped', [((('kind', kind),), outcome['sources_stopped'].get(kind, 0))
+                                       for kind in SOURCE_KINDS])
+    _family(lines, 'duration_seconds', [((), outcome['duration_seconds'] or 0.0)])
+    return '\n'.join(lines) + '\n'
