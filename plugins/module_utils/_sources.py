@@ -43,6 +43,8 @@ __metaclass__ = type
 import fnmatch
 import os
 
+from ._units import parse_show
+
 try:
     from ._procfs import parse_cgroup
 except ImportError:  # pragma: no cover
@@ -129,23 +131,6 @@ def stop_unit_command(unit):
     # --no-block: a stop that waits for a holder ignoring SIGTERM would take TimeoutStopSec; the
     # ladder deals with the holders, the queued stop job keeps Restart= from bringing them back.
     return ['systemctl', 'stop', '--no-block', '--', unit]
-
-
-def parse_show(text):
-    """``systemctl show`` output for several units: one dict per unit, in order."""
-    units, current = [], {}
-    for line in (text or '').splitlines():
-        if not line.strip():
-            if current:
-                units.append(current)
-                current = {}
-            continue
-        key, sep, value = line.partition('=')
-        if sep:
-            current[key] = value
-    if current:
-        units.append(current)
-    return units
 
 
 def unit_is_live(properties):
