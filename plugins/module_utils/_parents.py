@@ -46,7 +46,7 @@ __metaclass__ = type
 
 import os
 
-from ._protection import NEVER_SUPERVISORS
+from ._protection import NEVER_SUPERVISORS, never_signalled
 
 LEAVE = 'leave'
 THAW = 'thaw'
@@ -88,12 +88,12 @@ def parent_verdict(process, scope, target_pids, filter_reason, permission_reason
     """``(action, reason)`` for the parent of targeted holders, or None when it is no source. Pure.
 
     ``process`` is a process dict with ``children`` (live child PIDs);
-    ``scope`` an ``_escalation.Scope``; ``filter_reason(process, scope)`` and
+    ``scope`` a ``_plan.Scope``; ``filter_reason(process, scope)`` and
     ``permission_reason(process, scope)`` say why the scope leaves a record
     out (None when it does not).
     """
     pid = process.get('pid')
-    if not isinstance(pid, int) or pid <= 2 or process.get('ppid') == 2:
+    if never_signalled(pid, process.get('kernel_thread'), process.get('ppid')):
         return None
     if pid in scope.own_pids or process.get('is_self'):
         return None

@@ -91,6 +91,7 @@ def parse_stat(text):
         'state_name': STATE_NAMES.get(state, state),
         'ppid': int(fields[1]),
         'flags': int(fields[6]),
+        'tty_nr': int(fields[4]),
         'starttime': int(fields[19]),
         'kernel_thread': bool(int(fields[6]) & PF_KTHREAD),
     }

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from . import _procfs
 
 # Deadline for a batch when the caller gives none (seconds).
 DEFAULT_TIMEOUT = 2.0

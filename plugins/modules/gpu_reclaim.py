@@ -548,27 +548,21 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
-    DEFAULT_POLL_INTERVAL,
-    Escalation,
-    EscalationError,
-    SharedHolderError,
-    baseline_memory,
-    build_scope,
-    check_poll_interval,
-    parent_processes,
-    parse_ladder,
-    plan_release,
-    shape_result,
-)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
 from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
     HAS_PSUTIL,
     PSUTIL_IMP_ERR,
     discover,
     host_gpus,
-    self_and_ancestors,
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
+    DEFAULT_POLL_INTERVAL,
+    EscalationError,
+    check_poll_interval,
+    longest_wait,
+    parse_ladder,
+)
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     HAS_PYNVML,
     NVML_ARGUMENT_SPEC,
@@ -577,7 +571,17 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
     check_timeout,
     read_inventory,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
+    SharedHolderError,
+    baseline_memory,
+    build_scope,
+    container_matches,
+    plan_release,
+)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._prober import parent_processes
+from ansible_collections.gpuops.reclaim.plugins.module_utils._proctree import self_and_ancestors
 from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC, protection_of
+from ansible_collections.gpuops.reclaim.plugins.module_utils._report import shape_result
 from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
     GPU_SELECTION_ARGUMENT_SPEC,
     SelectorError,
@@ -627,9 +631,6 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import (
     pod_reason,
     stop_sources,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
-    filter_reason,
-)
 
 # A systemctl or container runtime call that takes longer than this (a wedged
 # PID 1 or daemon) is cut short; a container stop gets its grace on top.
@@ -653,11 +654,6 @@ def command_runner(module, extra_seconds=0):
 def read_cgroup_text(pid):
     with open('/proc/%d/cgroup' % pid) as handle:
         return handle.read()
-
-
-def container_matches(record, selectors):
-    scope = build_scope([], containers=selectors)
-    return filter_reason(record, scope) is None
 
 
 def main():
@@ -744,7 +740,7 @@ def main():
         except SharedHolderError as exc:
             module.fail_json(msg=str(exc), nvml_available=view.available)
 
-        run = command_runner(module, extra_seconds=max(ladder_step['wait'] for ladder_step in ladder))
+        run = command_runner(module, extra_seconds=longest_wait(ladder))
         runtimes = dict((runtime, cli if module.get_bin_path(cli) else None) for runtime, cli in RUNTIME_CLIS.items())
         sources = find_sources(plan.targets, read_cgroup_text, run, scope_units=params['systemd_units'],
                                scope_containers=params['containers'], container_matches=container_matches,

@@ -13,22 +13,23 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation as esc
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
-    Escalation,
-    EscalationError,
-    SharedHolderError,
-    build_scope,
-    parse_ladder,
-    plan_release,
+from ansible_collections.gpuops.reclaim.plugins.module_utils import (
+    _newcomers,
+    _plan,
+    _prober,
+    _proctree,
+    _report,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
 from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
 
 
 @pytest.fixture(autouse=True)
 def private_dev(monkeypatch, fake_dev):
     """No test scans the host's device nodes: holders outside the tests are never adopted."""
-    monkeypatch.setattr(esc, 'DEV_DIR', fake_dev)
+    monkeypatch.setattr(_prober, 'DEV_DIR', fake_dev)
     return fake_dev
 
 
@@ -47,245 +48,12 @@ def holder(pid, gpus=(0,), **extra):
     return record
 
 
-# -- ladder ------------------------------------------------------------------
-
-def test_default_ladder():
-    steps = parse_ladder(None, 3, 4)
-    assert [(s['name'], s['wait']) for s in steps] == [('SIGTERM', 3.0), ('freeze', 0.0), ('SIGKILL', 4.0)]
-
-
-@pytest.mark.parametrize('ladder, grace, kill, message', [
-    ([], 10, 10, 'ladder: must be a non-empty list of steps; got: []'),
-    ([{'signal': 'SIGTERM'}, {'signal': 'SIGFOO'}], 10, 10, "ladder[1].signal: unknown signal 'SIGFOO'"),
-    ([{'signal': 'SIGTERM', 'wait': -1}], 10, 10, 'ladder[0].wait: must be a number of seconds from 0 to 3600; got: -1'),
-    ([{'signal': 'SIGTERM', 'wait': 3601}], 10, 10, 'ladder[0].wait: must be a number of seconds from 0 to 3600; got: 3601'),
-    ([{'signal': 'SIGTERM', 'wait': 'soon'}], 10, 10, "ladder[0].wait: must be a number of seconds from 0 to 3600; got: 'soon'"),
-    ([{'action': 'freeze'}], 10, 10, 'ladder[0]: a freeze step must be followed by a SIGKILL step; got: the end of the ladder'),
-    ([{'action': 'freeze'}, {'signal': 'SIGTERM'}], 10, 10,
-     "ladder[0]: a freeze step must be followed by a SIGKILL step; got: {'signal': 'SIGTERM'}"),
-    ([{'action': 'pause'}], 10, 10, "ladder[0].action: unknown action 'pause'; the only action is 'freeze'"),
-    ([{'action': 'freeze', 'wait': 1}, {'signal': 'SIGKILL'}], 10, 10,
-     "ladder[0]: a freeze step takes neither signal nor wait; got: {'action': 'freeze', 'wait': 1}"),
-    ([{'signal': 'SIGSTOP'}], 10, 10, "ladder[0].signal: signal 'SIGSTOP' is not allowed"),
-    ([{'signal': 15}], 10, 10, 'ladder[0].signal: must be a signal name such as SIGTERM; got: 15'),
-    ([{'wait': 3}], 10, 10, "ladder[0]: needs a signal or action; got: {'wait': 3}"),
-    ([{'signal': 'SIGTERM', 'delay': 3}], 10, 10, 'ladder[0]: unknown key delay'),
-    (['SIGTERM'], 10, 10, "ladder[0]: must be a dictionary with signal (and wait) or action; got: 'SIGTERM'"),
-    (None, -1, 10, 'grace_seconds: must be a number of seconds from 0 to 3600; got: -1'),
-    (None, 10, 86400, 'kill_seconds: must be a number of seconds from 0 to 3600; got: 86400'),
-])
-def test_bad_ladders_name_option_and_value(ladder, grace, kill, message):
-    with pytest.raises(EscalationError) as info:
-        parse_ladder(ladder, grace, kill)
-    assert str(info.value).startswith(message)
-
-
-def test_custom_ladder_defaults_and_names():
-    steps = parse_ladder([{'signal': 'int', 'wait': 1}, {'signal': 'TERM'}, {'action': 'freeze'},
-                          {'signal': 'sigkill'}], 7, 2)
-    assert [(s['signal'], s['wait']) for s in steps] == [
-        ('SIGINT', 1.0), ('SIGTERM', 7.0), ('SIGSTOP', 0.0), ('SIGKILL', 2.0)]
-
-
-@pytest.mark.parametrize('value, ok', [(0.05, True), (0.005, True), (0, False), (-1, False), (10, False)])
-def test_poll_interval(value, ok):
-    if ok:
-        assert esc.check_poll_interval(value) == value
-    else:
-        with pytest.raises(EscalationError, match='poll_interval: must be'):
-            esc.check_poll_interval(value)
-
-
-# -- scope and plan ----------------------------------------------------------
-
-@pytest.mark.parametrize('kwargs, message', [
-    ({'match': '('}, "match: invalid regular expression '('"),
-    ({'kinds': ['compute', 'daemon']}, "kinds[1]: must be one of compute, client; got: 'daemon'"),
-    ({'on_shared_holder': 'ask'}, "on_shared_holder: must be one of release, fail; got: 'ask'"),
-    ({'users': ['']}, "users[0]: must not be empty; got: ''"),
-])
-def test_bad_scope(kwargs, message):
-    with pytest.raises(EscalationError) as info:
-        build_scope([0], **kwargs)
-    assert str(info.value).startswith(message)
-
-
-def reasons(plan):
-    found = dict((e['pid'], e['reason']) for e in plan.skipped)
-    found.update((e['pid'], e['reason']) for e in plan.protected)
-    found.update((r['pid'], 'target') for r in plan.targets)
-    return found
-
-
-def test_plan_scope_protection_and_kinds():
-    holders = [
-        holder(10, gpus=[0]),
-        holder(11, gpus=[1]),
-        holder(12, gpus=[4]),
-        holder(13, gpus=[0], kind='client', memory_mib=0, gpu_memory_mib={}),
-        holder(14, gpus=[0, 1], name='nv-hostengine', protected=True, protected_reason='GPU client nv-hostengine'),
-        holder(15, gpus=[0], is_self=True, protected=True, protected_reason='self'),
-        holder(16, gpus=[1], state='zombie'),
-    ]
-    plan = plan_release(holders, build_scope([0, 1]))
-    assert reasons(plan) == {
-        10: 'target', 11: 'target', 12: 'out of scope', 13: 'kind compute not selected'.replace('compute', 'client'),
-        14: 'GPU client nv-hostengine', 15: 'the module itself or one of its ancestors', 16: 'already exited',
-    }
-    assert plan.changes
-    # The module's own process is protected, and says so, so a summary can leave it out.
-    assert {entry['pid']: entry['is_self'] for entry in plan.protected} == {14: False, 15: True}
-    # ... and the message counts the protected holders without it.
-    gpus = [{'index': 0, 'uuid': 'GPU-0', 'memory_used_mib': 100}, {'index': 1, 'uuid': 'GPU-1', 'memory_used_mib': 0}]
-    message = esc.shape_result(gpus, holders, plan, check_mode=True)['msg']
-    assert message.startswith('would release 2 holders of GPU 0, 1') and '; 1 protected, 3 skipped' in message
-    clients = plan_release(holders, build_scope([0, 1], kinds=['compute', 'client']))
-    assert 13 in clients.target_pids
-    assert 14 not in clients.target_pids and 15 not in clients.target_pids
-
-
-@pytest.mark.parametrize('scope, expected', [
-    ({'users': ['alice']}, [20]),
-    ({'users': ['1001']}, [20]),
-    ({'match': r'^VLLM::'}, [20, 21]),
-    ({'match': 'Engine'}, [21]),
-    ({'systemd_units': ['vllm*.service']}, [20]),
-    ({'containers': ['docker']}, [22]),
-    ({'containers': ['abc1']}, [22]),
-    ({'containers': ['podman']}, []),
-    ({'users': ['root'], 'match': 'train'}, [22]),
-])
-def test_plan_filters(scope, expected):
-    holders = [
-        holder(20, user='alice', uid=1001, systemd_unit='vllm-sim.service'),
-        holder(21, title='VLLM::EngineCore'),
-        holder(22, title='python train.py', container={'runtime': 'docker', 'id': 'abc123'}),
-    ]
-    plan = plan_release(holders, build_scope([0], **scope))
-    assert plan.target_pids == expected
-    for entry in plan.skipped:
-        assert entry['reason'] in ('user not selected', 'title does not match', 'systemd unit not selected',
-                                   'container not selected')
-
-
-def test_non_root_skips_other_users_before_signalling():
-    holders = [holder(30, user='bob', uid=1002), holder(31, user='alice', uid=1001)]
-    plan = plan_release(holders, build_scope([0], euid=1001))
-    assert plan.target_pids == [31]
-    assert plan.skipped[0]['reason'] == 'permission denied (owned by user bob)'
-
-
-def test_shared_holders_released_by_default_or_refused():
-    holders = [holder(40, gpus=[0, 5]), holder(41, gpus=[0])]
-    plan = plan_release(holders, build_scope([0]))
-    assert plan.target_pids == [40, 41]
-    assert [e['pid'] for e in plan.shared] == [40]
-    assert plan.shared[0]['outside_gpus'] == [5]
-    with pytest.raises(SharedHolderError) as info:
-        plan_release(holders, build_scope([0], on_shared_holder='fail'))
-    assert str(info.value) == ('on_shared_holder is fail and pid 40 (VLLM::Worker_TP40) also holds GPU 5 '
-                               'outside the selected GPUs 0; nothing was signalled')
-
-
 def process(pid, children, **extra):
     entry = {'pid': pid, 'ppid': 1, 'name': 'python3', 'title': 'python3 supervisor.py', 'user': 'root',
              'uid': 0, 'create_time': 500.0 + pid, 'systemd_unit': None, 'container': None,
              'children': list(children)}
     entry.update(extra)
     return entry
-
-
-@pytest.mark.parametrize('parent, scope, expected_reason', [
-    (process(100, [50, 51]), {}, 'parent whose children are all targeted holders: it could respawn them'),
-    (process(100, [50, 51, 52]), {}, None),  # 52 is no target: a real parent, not a supervisor
-    # A shell loop is a respawner; an interactive shell on a terminal is only frozen and thawed.
-    (process(100, [50, 51], name='bash', title="bash -c while true; do worker; done"), {},
-     'parent whose children are all targeted holders: it could respawn them'),
-    (process(100, [50, 51], name='bash', title='-bash', tty='/dev/pts/0'), {}, None),
-    (process(100, [50, 51], name='containerd-shim-runc-v2'), {}, None),
-    (process(100, [50, 51], protected=True), {}, None),
-    (process(100, [50, 51], user='bob', uid=1002), {'users': ['root']}, None),
-    (process(100, [50, 51], user='bob', uid=1002), {'euid': 1001}, None),
-    (process(100, [50, 51, 52], systemd_unit='vllm.service'), {'systemd_units': ['vllm.service']},
-     'parent of targeted holders, within the selected filters'),
-    (process(100, [50, 51, 52], systemd_unit='other.service'), {'systemd_units': ['vllm.service']}, None),
-])
-def test_supervisor_rule(parent, scope, expected_reason):
-    unit = scope.get('systemd_units', [None])[0]
-    holders = [holder(50, ppid=100, systemd_unit=unit), holder(51, ppid=100, systemd_unit=unit)]
-    plan = plan_release(holders, build_scope([0], **scope), processes={100: parent})
-    if expected_reason is None:
-        assert plan.supervisors == []
-    else:
-        assert plan.supervisors == [{
-            'pid': 100, 'ppid': 1, 'name': parent['name'], 'title': parent['title'], 'user': parent['user'],
-            'create_time': parent['create_time'], 'children': [50, 51], 'reason': expected_reason}]
-        assert plan.changes
-
-
-@pytest.mark.parametrize('ppid, own', [(1, ()), (2, ()), (100, (100,))])
-def test_supervisor_never_init_kernel_or_self(ppid, own):
-    holders = [holder(50, ppid=ppid)]
-    plan = plan_release(holders, build_scope([0], own_pids=own), processes={ppid: process(ppid, [50])})
-    assert plan.supervisors == []
-
-
-def test_supervisor_that_is_a_holder_is_not_planned_twice():
-    holders = [holder(50, ppid=60), holder(60, gpus=[3], ppid=1)]
-    plan = plan_release(holders, build_scope([0]), processes={60: process(60, [50])})
-    assert plan.supervisors == []
-
-
-# -- holders that appear during the release: the pure decisions ----------------
-
-@pytest.mark.parametrize('extra, scope, expected', [
-    ({}, {}, ('target', None)),
-    ({'pid': 1}, {}, ('protected', 'pid 1')),
-    ({'ppid': 2}, {}, ('protected', 'kernel thread')),
-    ({'pid': 4242}, {'own_pids': [4242]}, ('protected', 'the module itself or one of its ancestors')),
-    ({'is_self': True}, {}, ('protected', 'the module itself or one of its ancestors')),
-    ({'protected': True, 'protected_reason': 'default protected executable nv-hostengine'}, {},
-     ('protected', 'default protected executable nv-hostengine')),
-    ({'kind': 'client'}, {}, ('skipped', 'kind client not selected')),
-    ({'kind': 'client'}, {'kinds': ['compute', 'client']}, ('target', None)),
-    ({'state': 'zombie'}, {}, ('skipped', 'already exited')),
-    ({'user': 'alice', 'uid': 1000}, {'users': ['bob']}, ('skipped', 'user not selected')),
-    ({'title': 'python train.py'}, {'match': '^VLLM::'}, ('skipped', 'title does not match')),
-    ({'systemd_unit': 'train.service'}, {'systemd_units': ['vllm-*.service']},
-     ('skipped', 'systemd unit not selected')),
-    ({}, {'containers': ['docker']}, ('skipped', 'container not selected')),
-    ({'uid': 0, 'user': 'root'}, {'euid': 1000}, ('skipped', 'permission denied (owned by user root)')),
-    ({'gpus': [3]}, {}, ('skipped', 'out of scope')),
-])
-def test_newcomer_verdict_is_the_discovery_decision(extra, scope, expected):
-    record = holder(extra.pop('pid', 4242), **extra)
-    assert esc.newcomer_verdict(record, build_scope([0, 1], **scope)) == expected
-
-
-def test_newcomer_verdict_own_pids_argument():
-    assert esc.newcomer_verdict(holder(4242), build_scope([0]), own_pids={4242})[0] == 'protected'
-
-
-@pytest.mark.parametrize('ladder, origins, expected', [
-    # Nobody asked yet: the whole ladder, as the others.
-    (None, [(0, False)], (0, [])),
-    (None, [], (0, [])),
-    # The origin was sent SIGTERM (or skipped it): no grace, straight to the freeze.
-    (None, [(0, True)], (1, [0])),
-    (None, [(0, False), (1, True)], (1, [0])),
-    # The origin is further: start where it is.
-    (None, [(2, True)], (2, [0])),
-    # Several polite steps are all skipped; the freeze is not a signal step.
-    ([{'signal': 'SIGINT', 'wait': 3}, {'signal': 'SIGTERM', 'wait': 5}, {'action': 'freeze'},
-      {'signal': 'SIGKILL', 'wait': 5}], [(0, True)], (2, [0, 1])),
-    # A ladder without freeze or SIGKILL: where the most advanced origin is.
-    ([{'signal': 'SIGTERM', 'wait': 3}, {'signal': 'SIGINT', 'wait': 3}], [(0, True)], (0, [])),
-    ([{'signal': 'SIGTERM', 'wait': 3}, {'signal': 'SIGINT', 'wait': 3}], [(1, True)], (1, [0])),
-    # SIGKILL first: nothing to skip.
-    ([{'signal': 'SIGKILL', 'wait': 3}], [(0, True)], (0, [])),
-])
-def test_adoption_start(ladder, origins, expected):
-    assert esc.adoption_start(parse_ladder(ladder, 3, 5), origins) == expected
 
 
 # -- the loop, against a simulated world ---------------------------------------
@@ -430,7 +198,7 @@ def run(world, holders, scope=None, ladder=None, processes=None, nvml=True, grac
     escalation = Escalation(
         plan, parse_ladder(ladder, grace, kill), nvml=world if nvml else None, prober=world,
         signaller=world.signaller, clock=world.clock, sleep=world.sleep, poll_interval=poll,
-        known_pids=[h['pid'] for h in holders], baseline_mib=esc.baseline_memory(holders, plan), **kwargs)
+        known_pids=[h['pid'] for h in holders], baseline_mib=_plan.baseline_memory(holders, plan), **kwargs)
     return plan, escalation.run()
 
 
@@ -485,7 +253,7 @@ def test_survivor_in_disk_sleep_fails_within_the_deadline():
     assert survivor['last_signal'] == 'SIGKILL'
     # No grace spent: SIGTERM is ignored, so freeze + SIGKILL at once, then the kill wait.
     assert 1.0 <= result['elapsed_seconds'] <= 1.05
-    lines = esc.failure_lines(result, [{'index': 0, 'uuid': 'GPU-0'}])
+    lines = _report.failure_lines(result, [{'index': 0, 'uuid': 'GPU-0'}])
     assert lines == ['pid 1 (VLLM::Worker_TP1) on GPU 0 survived SIGKILL: state disk-sleep, wchan uvm_spin_loop; '
                      'next step: a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i 0) '
                      'or a reboot']
@@ -510,7 +278,7 @@ def test_stuck_context_fails_naming_the_gpu():
     assert result['stuck_gpus'] == [{'index': 1, 'memory_used_mib': 20480, 'reason': '20480 MiB used'}]
     # bounded by what the ladder grants: the rest of the grace and the kill wait
     assert result['elapsed_seconds'] <= 2.0 + 0.05
-    lines = esc.failure_lines(result, [{'index': 1, 'uuid': 'GPU-abc'}])
+    lines = _report.failure_lines(result, [{'index': 1, 'uuid': 'GPU-abc'}])
     assert lines == ['GPU 1 (GPU-abc) still has 20480 MiB used after every targeted holder is gone '
                      '(stuck context); next step: a GPU reset (gpu_reclaim_allow_reset in the role, or '
                      'nvidia-smi --gpu-reset -i 1) or a reboot']
@@ -551,7 +319,7 @@ def test_denied_is_a_survivor_with_the_reason():
     world.procs[1]['denied'] = True
     dummy, result = run(world, holders)
     assert result['survivors'][0]['reason'] == 'permission denied'
-    assert esc.failure_lines(result)[0].startswith('pid 1 (VLLM::Worker_TP1) on GPU 0: permission denied')
+    assert _report.failure_lines(result)[0].startswith('pid 1 (VLLM::Worker_TP1) on GPU 0: permission denied')
 
 
 def test_supervisor_frozen_first_and_killed_at_the_end():
@@ -741,8 +509,8 @@ def test_newcomers_are_bounded_and_the_deadline_holds():
                                        'limit); not signalled')
     assert len(set(s[1] for s in world.sent)) == 6
     # grace + kill + the adoption slack, plus one poll at most
-    assert result['elapsed_seconds'] <= 1 + 1 + esc.ADOPTION_SLACK_SECONDS + 0.02 + 1e-6
-    lines = esc.failure_lines(result)
+    assert result['elapsed_seconds'] <= 1 + 1 + _newcomers.ADOPTION_SLACK_SECONDS + 0.02 + 1e-6
+    lines = _report.failure_lines(result)
     assert lines[0].startswith('pid %d on GPU 0 appeared during the release after 5 others' % unexamined[0]['pid'])
     assert lines[0].endswith('next step: find what keeps starting holders (a supervisor or a service), stop it, '
                              'and run again')
@@ -757,7 +525,7 @@ def test_late_unkillable_newcomer_ends_within_the_deadline():
     assert survivor['adopted'] is True and survivor['state'] == 'disk-sleep'
     assert survivor['last_signal'] == 'SIGKILL'
     # Its kill wait is cut at grace + kill + slack, not 1 s after it appeared.
-    assert 2 + 1 + esc.ADOPTION_SLACK_SECONDS <= result['elapsed_seconds'] <= 2 + 1 + esc.ADOPTION_SLACK_SECONDS + 0.02
+    assert 2 + 1 + _newcomers.ADOPTION_SLACK_SECONDS <= result['elapsed_seconds'] <= 2 + 1 + _newcomers.ADOPTION_SLACK_SECONDS + 0.02
 
 
 def test_without_nvml_newcomers_come_from_the_proc_scan():
@@ -912,8 +680,8 @@ def alive(pid):
 
 
 def real_run(holders, **kwargs):
-    scope = build_scope([0], own_pids=esc.own_lineage())
-    plan = plan_release(holders, scope, processes=esc.parent_processes(holders))
+    scope = build_scope([0], own_pids=_proctree.self_and_ancestors())
+    plan = plan_release(holders, scope, processes=_prober.parent_processes(holders))
     lines = []
     escalation = Escalation(plan, parse_ladder(None, kwargs.get('grace', 5), kwargs.get('kill', 5)),
                             nvml=None, log=lines.append, poll_interval=0.02,
@@ -963,16 +731,6 @@ def test_real_forker_tree_is_frozen_and_killed(spawned):
     for pid in released['descendants_killed']:
         wait_for(lambda: not alive(pid))
     assert not [line for line in lines if 'pid %d ' % os.getpid() in line]
-
-
-def test_child_and_descendant_pids_follow_the_tree(spawned):
-    supervisor = spawned(RESPAWNER)
-    worker = wait_for(lambda: psutil.Process(supervisor.pid).children())[0]
-    assert esc.child_pids(supervisor.pid) == [worker.pid]
-    assert worker.pid in esc.descendant_pids(os.getpid())
-    info = esc.describe_process(supervisor.pid)
-    assert info['children'] == [worker.pid] and info['ppid'] == os.getpid()
-    assert esc.child_pids(2 ** 22 + 7) == []
 
 
 # -- a real holder that answers SIGTERM by forking a new holder and exiting ---------
@@ -1077,11 +835,11 @@ def fork_then_exit(tmp_path, fake_dev):
 
 
 def fork_run(holders, nvml=None):
-    scope = build_scope([0], own_pids=esc.own_lineage())
-    plan = plan_release(holders, scope, processes=esc.parent_processes(holders))
+    scope = build_scope([0], own_pids=_proctree.self_and_ancestors())
+    plan = plan_release(holders, scope, processes=_prober.parent_processes(holders))
     lines = []
     escalation = Escalation(plan, parse_ladder(None, 5, 5), nvml=nvml, log=lines.append, poll_interval=0.02,
-                            known_pids=[h['pid'] for h in holders], baseline_mib=esc.baseline_memory(holders, plan))
+                            known_pids=[h['pid'] for h in holders], baseline_mib=_plan.baseline_memory(holders, plan))
     started = time.monotonic()
     result = escalation.run()
     return result, lines, time.monotonic() - started
@@ -1128,24 +886,6 @@ def test_real_fork_then_exit_child_is_adopted_through_the_proc_scan(fork_then_ex
     check_fork_then_exit(parent, claims, result, lines, seconds)
 
 
-def test_real_proc_scan_sees_only_the_given_device_nodes(spawn_holder, fake_dev):
-    child = spawn_holder([os.path.join(fake_dev, 'nvidia2'), os.path.join(fake_dev, 'nvidia-uvm')])
-    found = esc.ProcProber().device_holders()
-    assert found[child.pid] == {'minors': set([2]), 'uvm': True}
-
-
-@pytest.mark.parametrize('container, selectors, expected', [
-    ({'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['kubepods'], True),
-    ({'runtime': 'cri-o', 'id': 'cd' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['7c5f0a3e'], True),
-    ({'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['abab'], True),
-    ({'runtime': 'docker', 'id': 'ef' * 32}, ['kubepods'], False),
-    ({'runtime': 'docker', 'id': 'ef' * 32}, ['docker'], True),
-    (None, ['kubepods'], False),
-])
-def test_container_selectors_cover_kubernetes_pods(container, selectors, expected):
-    assert esc._container_matches({"container": container}, selectors) is expected
-
-
 STARTS_A_CLIENT = (
     'import signal, subprocess, time\n'
     'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
@@ -1160,8 +900,8 @@ def test_real_protected_descendant_survives_its_parents_tree_kill(spawned):
     client = wait_for(lambda: psutil.Process(holder_proc.pid).children())[0]
     try:
         holders = [real_holder(holder_proc.pid, sigterm_ignored=True)]
-        scope = build_scope([0], own_pids=esc.own_lineage())
-        plan = plan_release(holders, scope, processes=esc.parent_processes(holders))
+        scope = build_scope([0], own_pids=_proctree.self_and_ancestors())
+        plan = plan_release(holders, scope, processes=_prober.parent_processes(holders))
         lines = []
 
         def protection(record):
@@ -1198,21 +938,6 @@ def test_a_newcomer_started_after_the_listing_is_a_reused_pid_and_left_alone():
                in warning for warning in result['warnings'])
 
 
-def test_born_after_compares_start_times_in_ticks_since_boot():
-    prober = esc.ProcProber()
-    before = prober.listing_mark()
-    child = subprocess.Popen(['sleep', '5'])
-    try:
-        time.sleep(0.05)
-        after = prober.listing_mark()
-        assert prober.born_after(child.pid, before - 100) is True
-        assert prober.born_after(child.pid, after + 2) is False
-        assert prober.born_after(2 ** 22 + 7, before) is False  # no such process: nothing to reject
-    finally:
-        child.kill()
-        child.wait()
-
-
 # -- stopping a large tree is bounded by the run's deadline --------------------
 
 class GrowingTree(World):
@@ -1247,7 +972,7 @@ def test_freezing_a_tree_that_keeps_growing_stops_at_the_deadline():
     dummy, result = run(world, [target], grace=1, kill=1)
     # The freeze ends at the run's deadline (grace, kill and the adoption slack), where the
     # unbounded one took 20 rounds of 50 descendants, 10 s; then what was frozen is killed.
-    deadline = 1 + 1 + esc.ADOPTION_SLACK_SECONDS
+    deadline = 1 + 1 + _newcomers.ADOPTION_SLACK_SECONDS
     [killed_at] = [when for when, pid, name in world.sent if (pid, name) == (1, 'SIGKILL')]
     assert deadline <= killed_at <= deadline + 0.05
     frozen = [pid for when, pid, name in world.sent if name == 'SIGSTOP' and pid != 1]
@@ -1415,7 +1140,7 @@ def test_every_freeze_is_undone_when_the_run_fails(failing):
     escalation = Escalation(
         plan, parse_ladder(None, 0.1, 1), nvml=world, prober=world, signaller=signaller, clock=world.clock,
         sleep=sleep, poll_interval=0.02, known_pids=[h['pid'] for h in holders],
-        baseline_mib=esc.baseline_memory(holders, plan), on_frozen=on_frozen)
+        baseline_mib=_plan.baseline_memory(holders, plan), on_frozen=on_frozen)
     with pytest.raises((Boom, KeyboardInterrupt)):
         escalation.run()
     assert [s for s in world.sent if s[2] == 'SIGSTOP'], 'something was frozen before the failure'

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation, _identity, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation, _identity, _nvml, _prober
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_reclaim
 
 
@@ -38,7 +38,7 @@ def fake_dev_discovery(monkeypatch, fake_dev, point_discovery):
     """Every test looks at stand-in device nodes only, never at the host's."""
     point_discovery(gpu_reclaim)
     # The release's own /proc scan for holders that appear while it waits, too.
-    monkeypatch.setattr(_escalation, 'DEV_DIR', fake_dev)
+    monkeypatch.setattr(_prober, 'DEV_DIR', fake_dev)
     return fake_dev
 
 
