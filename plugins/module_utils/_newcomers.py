@@ -79,7 +79,6 @@ REUSED_SINCE_LISTING = 'started after the listing that showed its PID (PID reuse
 class NewcomerWatch:
     """Finding and judging the holders that appear during one release (see above)."""
 
-
     def _targeted_gpus(self):
         """GPUs of the scope that a target holds: where newcomers are looked for."""
         held = set()

@@ -106,8 +106,6 @@ def build_scope(gpus, users=None, match=None, systemd_units=None, containers=Non
                  pod_reason=pod_reason)
 
 
-
-
 def summarize(record, **extra):
     """The short, stable view of a holder used in result lists."""
     entry = {
@@ -253,7 +251,6 @@ def newcomer_verdict(record, scope, own_pids=()):
     return holder_verdict(record, scope, own_pids)
 
 
-
 class Plan:
     """The outcome of ``plan_release``; every list holds plain dicts."""
 
@@ -354,6 +351,7 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
         if action == PARENT_KILL:
             supervisors.append(entry)
     return supervisors
+
 
 def baseline_memory(holders, plan):
     """``{index: MiB}`` held on each selected GPU by the holders left alone."""

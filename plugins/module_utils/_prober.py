@@ -125,8 +125,6 @@ def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT
     return processes
 
 
-
-
 class ProcProber:
     """What the loop asks of the live system; unit tests pass a fake.
 
@@ -252,5 +250,3 @@ class ProcProber:
         ignored = self.ignored_signals(pid)
         info['sigterm_ignored'] = bool(ignored and signal.SIGTERM in ignored)
         return info
-
-

@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import os
 
-from ._procfs import PROC_ROOT, read_stat
+from ._procfs import PROC_ROOT, iter_pids, read_stat
 
 try:
     import psutil
@@ -58,7 +58,6 @@ def child_pids(pid, proc_root=PROC_ROOT):
     return sorted(set(children))
 
 
-
 def descendant_pids(pid, children=None):
     """PIDs of every descendant of ``pid``, parents before children.
 
@@ -76,6 +75,17 @@ def descendant_pids(pid, children=None):
                 found.append(child)
                 frontier.append(child)
     return found
+
+
+def parent_map(proc_root=PROC_ROOT):
+    """``{pid: ppid}`` of every process that can be read: the whole tree in one pass."""
+    parents = {}
+    for pid in iter_pids(proc_root):
+        try:
+            parents[pid] = read_stat(pid, proc_root)['ppid']
+        except (OSError, KeyError, ValueError):
+            continue
+    return parents
 
 
 def children_from_map(parent_of):

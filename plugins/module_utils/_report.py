@@ -152,8 +152,6 @@ def failure_lines(result, gpus=None):
     return lines
 
 
-
-
 def _holder_line(record):
     return 'pid %s %s on GPU %s (%s, %s MiB)' % (
         record.get('pid'), record.get('title') or record.get('name'),
@@ -246,5 +244,4 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
             len(result['stuck_gpus']), '' if len(result['stuck_gpus']) == 1 else 's')
     result['msg'] = '\n'.join([summary] + failures)
     result['failed_release'] = bool(failures)
-    result['warnings_text'] = list(outcome.get('warnings') or [])
     return result

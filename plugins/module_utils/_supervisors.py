@@ -35,7 +35,6 @@ from ._parents import THAW as PARENT_THAW
 class SupervisorSteps:
     """Freezing, killing and thawing the source parents of one release (see above)."""
 
-
     def _has_action(self, action=None, signum=None):
         for step in self.ladder:
             if action and step['action'] == action:

@@ -31,23 +31,10 @@ description:
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
+  - gpuops.reclaim.attributes
+  - gpuops.reclaim.attributes.read_only
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details:
-      - The module only reads, so check mode behaves exactly as a normal run, failing included.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: N/A
-    details:
-      - The module never changes anything.
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation
-      indicates no change.
-    support: full
 options:
   max_used_mib:
     description:
@@ -238,21 +225,16 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
-    HAS_PSUTIL,
-    PSUTIL_IMP_ERR,
-    discover,
-    host_gpus,
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
+    Failure,
+    check_seconds_options,
+    find_holders,
+    missing_library,
+    open_view,
+    select_gpus,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
-    HAS_PYNVML,
-    NVML_ARGUMENT_SPEC,
-    PYNVML_IMP_ERR,
-    NvmlSession,
-    check_timeout,
-    read_inventory,
-)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, NvmlSession, read_inventory
 from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
     DEFAULT_POLL_INTERVAL,
     ProofError,
@@ -265,11 +247,15 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._settle import (
     check_settle_seconds,
     settle,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
-    GPU_SELECTION_ARGUMENT_SPEC,
-    SelectorError,
-    resolve_gpus,
-)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import GPU_SELECTION_ARGUMENT_SPEC
+
+NVML_REQUIRED = ('Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is true. Set require_nvml: '
+                 'false to accept the /proc view alone.')
+WITHOUT_NVML = ('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a /dev/nvidiaN '
+                'node open are seen.')
+# What a failure before the first look returns besides its message.
+NOTHING_SEEN = dict(free=False, gpus=[], holders=[], waited_seconds=0.0, time_to_free_seconds=None,
+                    settle_seconds_observed=0.0)
 
 
 def parent_title(pid):
@@ -295,17 +281,14 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            mutually_exclusive=[('max_used_mib', 'max_used_percent')])
     # Who the module runs as comes first: without root, installing a missing library is not the next step.
-    if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR, uid=os.geteuid())
-    if module.params['require_nvml'] and not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR, uid=os.geteuid())
+    missing = missing_library(module.params['require_nvml'])
+    if missing:
+        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1], uid=os.geteuid())
     params = module.params
-    error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout', 'settle_seconds'))
-    if error:
-        module.fail_json(msg=error)
-    error = check_timeout(params['nvml_timeout'])
-    if error:
-        module.fail_json(msg=error)
+    try:
+        check_seconds_options(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout', 'settle_seconds'))
+    except Failure as exc:
+        module.fail_json(msg=str(exc))
     try:
         check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
                      params['poll_interval'])
@@ -315,24 +298,18 @@ def main():
 
     session = NvmlSession(timeout=params['nvml_timeout'])
     try:
-        view = read_inventory(params['nvml_timeout'], session=session)
-        if not view.available:
-            if params['require_nvml']:
-                module.fail_json(msg='Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is '
-                                     'true. Set require_nvml: false to accept the /proc view alone.' % view.error,
-                                 free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0,
-                                 time_to_free_seconds=None, settle_seconds_observed=0.0,
-                                 uid=os.geteuid())
-            module.warn('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a '
-                        '/dev/nvidiaN node open are seen.' % view.error)
         try:
-            indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
-        except SelectorError as exc:
-            module.fail_json(msg=str(exc), free=False, nvml_available=view.available, gpus=[], holders=[],
-                             waited_seconds=0.0, time_to_free_seconds=None, settle_seconds_observed=0.0,
-                             uid=os.geteuid())
+            view = open_view(module, params, WITHOUT_NVML, session=session, required=NVML_REQUIRED,
+                             uid=os.geteuid(), **NOTHING_SEEN)
+            indices = select_gpus(view, params, uid=os.geteuid(), **NOTHING_SEEN)
+        except Failure as exc:
+            module.fail_json(msg=str(exc), **exc.fields)
 
         state = {'view': view, 'warnings': []}
+
+        def warn(text):
+            if text not in state['warnings']:
+                state['warnings'].append(text)
 
         def probe():
             current = state['view']
@@ -342,10 +319,7 @@ def main():
                     # NVML went away (or hung) while waiting: nothing more can be proven.
                     state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
             state['view'] = None
-            snapshot = discover(current, gpu_indices=indices, read_timeout=params['nvml_timeout'])
-            for warning in snapshot.warnings:
-                if warning not in state['warnings']:
-                    state['warnings'].append(warning)
+            snapshot = find_holders(warn, current, params, indices)
             state['holders'] = snapshot.holders
             # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
             return snapshot.gpus, snapshot.holders, view.available or current.available
