@@ -7,12 +7,27 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import textwrap
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
+    DEFAULT_PROTECTED_EXECUTABLES,
+    DEFAULT_PROTECTED_UNITS,
+)
+
+
+def _defaults(names):
+    """The sentence that lists default protected names, wrapped as an item of a description list."""
+    named = ['C(%s)' % name for name in names]
+    sentence = 'Protected by default are %s and %s.' % (', '.join(named[:-1]), named[-1])
+    return '\n'.join(textwrap.wrap(sentence, 100, initial_indent='      - ', subsequent_indent='        ',
+                                    break_on_hyphens=False, break_long_words=False))
+
 
 class ModuleDocFragment(object):
 
-    # Matches PROTECTION_ARGUMENT_SPEC, DEFAULT_PROTECTED_EXECUTABLES and
-    # DEFAULT_PROTECTED_UNITS in plugins/module_utils/_protection.py; a unit
-    # test checks the lists of defaults below against them.
+    # Matches PROTECTION_ARGUMENT_SPEC in plugins/module_utils/_protection.py. The default
+    # names come from its lists, so that a protected name is added there only; a unit test
+    # checks the rendered lists against them.
     DOCUMENTATION = r'''
 options:
   protect:
@@ -26,9 +41,7 @@ options:
         characters by the kernel, so a 15-character C(comm) is matched with every default name it
         begins. The title alone (which any process can set) never decides. Shell-style globs such
         as V(dcgm*) are allowed.
-      - Protected by default are C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter),
-        C(nv-fabricmanager), C(nvidia-fabricmanager), C(nvidia-device-plugin),
-        C(gpu-feature-discovery), C(Xorg) and C(Xwayland).
+%(executables)s
       - Always protected, whatever the options say, are PID 1, kernel threads, and the module's
         own process with all its ancestors.
     type: list
@@ -39,10 +52,7 @@ options:
       - Systemd units whose processes are protected, in addition to the defaults. A process is
         in a unit when its control group says so, whatever its executable or title. Globs are
         allowed.
-      - Protected by default are C(nvidia-persistenced.service), C(nvidia-dcgm.service),
-        C(dcgm.service), C(nv-hostengine.service), C(dcgm-exporter.service),
-        C(nvidia-dcgm-exporter.service), C(nvidia-fabricmanager.service),
-        C(nvidia-fabric-manager.service) and C(nv-fabricmanager.service).
+%(units)s
     type: list
     elements: str
     default: []
@@ -56,4 +66,4 @@ options:
     type: list
     elements: str
     default: []
-'''
+''' % dict(executables=_defaults(DEFAULT_PROTECTED_EXECUTABLES), units=_defaults(DEFAULT_PROTECTED_UNITS))
