@@ -24,8 +24,9 @@ from collections import namedtuple
 
 from ._holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
 from ._input import convert_seconds
-from ._nvml import HAS_PYNVML, PYNVML_IMP_ERR, check_timeout, read_inventory
-from ._selectors import SelectorError, resolve_gpus
+from ._nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, check_timeout, read_inventory
+from ._protection import PROTECTION_ARGUMENT_SPEC
+from ._selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
 
 NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
 
@@ -39,6 +40,18 @@ class Failure(Exception):
 
 
 Look = namedtuple('Look', ['view', 'indices', 'snapshot'])
+
+
+def argument_spec(options=None, gpus=True, protection=False):
+    """A module's own ``options`` and the shared ones: ``gpus``, the NVML options and, with ``protection``, those
+    of ``_protection`` (documented by the doc fragments ``gpu_selection``, ``nvml`` and ``protection``)."""
+    spec = dict(options or {})
+    if gpus:
+        spec.update(GPU_SELECTION_ARGUMENT_SPEC)
+    spec.update(NVML_ARGUMENT_SPEC)
+    if protection:
+        spec.update(PROTECTION_ARGUMENT_SPEC)
+    return spec
 
 
 def missing_library(require_nvml=True):

@@ -62,24 +62,29 @@ _STOPPED_STATES = ('stopped', 'tracing-stop')
 
 
 class _Target:
+    """One target on its way along the ladder."""
+
+    # Where it stands: the step sent (entered) and when its wait ends.
+    entered = False
+    deadline = None
+    outcome = ACTIVE
+    last_signal = None
+    # How it left: when, through what, and the time the ladder still granted it.
+    released_at = None
+    release_outcome = None
+    budget_end = None
+    frozen = False
+    reason = None
+    limit = None    # seconds from the start that no wait may pass (adopted holders)
+
     def __init__(self, record, position=0):
         self.record = record
         self.ref = ProcessRef.from_record(record)
         self.position = position
-        self.entered = False
-        self.deadline = None
-        self.outcome = ACTIVE
-        self.last_signal = None
-        self.released_at = None
-        self.budget_end = None
-        self.release_outcome = None
         self.state = record.get('state')
         self.tree = {}       # pid -> ProcessRef of frozen descendants
-        self.frozen = False
         self.killed = []     # descendant pids killed with the tree
         self.skipped_steps = []
-        self.reason = None
-        self.limit = None    # seconds from the start that no wait may pass (adopted holders)
 
     @property
     def adopted(self):

@@ -28,6 +28,8 @@ __metaclass__ = type
 
 import signal
 
+from ._identity import signal_name
+
 SIGTERM_IGNORED = 'sigterm-ignored'
 NAMESPACE_INIT = 'namespace-init-without-handler'
 
@@ -60,13 +62,6 @@ def is_namespace_init(status):
     return len(pids) > 1 and pids[-1] == 1
 
 
-def _signal_name(signum):
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return 'signal %d' % signum
-
-
 def grace_case(status, signum):
     """``(case, reason)`` when ``signum`` cannot reach the process's code, else None. Pure.
 
@@ -74,7 +69,7 @@ def grace_case(status, signum):
     """
     if signum in (signal.SIGKILL, signal.SIGSTOP):
         return None
-    name = _signal_name(signum)
+    name = signal_name(signum)
     if _in_mask(status, 'SigIgn', signum):
         case = SIGTERM_IGNORED if signum == signal.SIGTERM else '%s-ignored' % name.lower()
         return case, 'ignores %s' % name

@@ -227,6 +227,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
     Failure,
+    argument_spec,
     check_seconds_options,
     find_holders,
     missing_library,
@@ -234,9 +235,9 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
     select_gpus,
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, NvmlSession, read_inventory
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import DEFAULT_POLL_INTERVAL
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NvmlSession, read_inventory
 from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
-    DEFAULT_POLL_INTERVAL,
     ProofError,
     check_limits,
     wait_until_free,
@@ -247,7 +248,6 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._settle import (
     check_settle_seconds,
     settle,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import GPU_SELECTION_ARGUMENT_SPEC
 
 NVML_REQUIRED = ('Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is true. Set require_nvml: '
                  'false to accept the /proc view alone.')
@@ -267,18 +267,16 @@ def parent_title(pid):
 
 
 def main():
-    argument_spec = dict(
+    spec = argument_spec(dict(
         max_used_mib=dict(type='int'),
         max_used_percent=dict(type='float'),
         allow=dict(type='list', elements='str', default=[]),
         timeout_seconds=seconds_spec(0.0),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         settle_seconds=seconds_spec(0.0),
-    )
-    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    argument_spec['require_nvml'] = dict(type='bool', default=True)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+    ))
+    spec['require_nvml'] = dict(type='bool', default=True)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
                            mutually_exclusive=[('max_used_mib', 'max_used_percent')])
     # Who the module runs as comes first: without root, installing a missing library is not the next step.
     missing = missing_library(module.params['require_nvml'])

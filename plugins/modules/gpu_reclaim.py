@@ -542,22 +542,19 @@ nvml_available:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import Failure, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import Failure, argument_spec, missing_library
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_KILL_SECONDS,
     DEFAULT_POLL_INTERVAL,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import KINDS, ON_SHARED_HOLDER
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC
 from ansible_collections.gpuops.reclaim.plugins.module_utils._reclaim import reclaim
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import GPU_SELECTION_ARGUMENT_SPEC
 
 
 def main():
-    argument_spec = dict(
+    options = dict(
         users=dict(type='list', elements='str', default=[]),
         match=dict(type='str'),
         systemd_units=dict(type='list', elements='str', default=[]),
@@ -571,10 +568,7 @@ def main():
         fail_on_survivors=dict(type='bool', default=True),
         release_pods=dict(type='bool', default=False),
     )
-    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    argument_spec.update(PROTECTION_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(options, protection=True), supports_check_mode=True)
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])

@@ -23,9 +23,9 @@ description:
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
+  - gpuops.reclaim.nvml
   - gpuops.reclaim.attributes
   - gpuops.reclaim.attributes.read_only
-  - gpuops.reclaim.nvml
 options:
   units:
     description:
@@ -177,11 +177,11 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
     Failure,
+    argument_spec,
     check_seconds_options,
     look,
     missing_library,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _proctree
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _units
 
@@ -202,12 +202,11 @@ def systemctl(module, argv):
 
 
 def main():
-    argument_spec = dict(
+    options = dict(
         units=dict(type='list', elements='str', default=[]),
         fail_on_orphaning=dict(type='bool', default=False),
     )
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(options, gpus=False), supports_check_mode=True)
     missing = missing_library(require_nvml=False)
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])

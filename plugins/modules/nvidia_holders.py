@@ -30,11 +30,11 @@ description:
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
+  - gpuops.reclaim.gpu_selection
+  - gpuops.reclaim.protection
+  - gpuops.reclaim.nvml
   - gpuops.reclaim.attributes
   - gpuops.reclaim.attributes.read_only
-  - gpuops.reclaim.gpu_selection
-  - gpuops.reclaim.nvml
-  - gpuops.reclaim.protection
 requirements:
   - psutil >= 5.8 on the managed host
 notes:
@@ -168,7 +168,7 @@ holders:
   elements: dict
   contains:
     pid:
-      description: Process id.
+      description: The holder's process id.
       type: int
       sample: 4242
     ppid:
@@ -318,24 +318,18 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
     Failure,
+    argument_spec,
     check_seconds_options,
     look,
     missing_library,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import GPU_SELECTION_ARGUMENT_SPEC
 
 WITHOUT_NVML = ('NVML cannot be used (%s). Showing the /proc view only: no GPU memory figures, GPU indices '
                 'are /dev/nvidiaN minor numbers, and processes that hold no device node open are not seen.')
 
 
 def main():
-    argument_spec = dict()
-    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    argument_spec.update(PROTECTION_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(protection=True), supports_check_mode=True)
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
