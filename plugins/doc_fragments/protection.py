@@ -19,8 +19,9 @@ def _defaults(names):
     """The sentence that lists default protected names, wrapped as an item of a description list."""
     named = ['C(%s)' % name for name in names]
     sentence = 'Protected by default are %s and %s.' % (', '.join(named[:-1]), named[-1])
-    return '\n'.join(textwrap.wrap(sentence, 100, initial_indent='      - ', subsequent_indent='        ',
-                                    break_on_hyphens=False, break_long_words=False))
+    lines = textwrap.wrap(sentence, 100, initial_indent='      - ', subsequent_indent='        ',
+                          break_on_hyphens=False, break_long_words=False)
+    return '\n'.join(lines)
 
 
 class ModuleDocFragment(object):

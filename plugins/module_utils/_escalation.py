@@ -12,16 +12,12 @@ ladder (``_ladder``) on its own clock, signals only through
 Check mode never runs it: it plans (``_plan``), then asks
 ``Escalation.predict_trees`` what the freeze and SIGKILL steps would take.
 
-Its parts live beside it: the source parents frozen first and killed or
-thawed last (``_supervisors``), the holders that appear during the release
-(``_newcomers``), and the shape of what it returns (``_report``).
-
-Bounds: every wait of an adopted holder ends at the latest
-``ADOPTION_SLACK_SECONDS`` after the sum of the ladder's waits, so a release
-never runs longer than that (grace plus kill for the default ladder, plus the
-slack), whatever appears. Nothing frozen outlives the run: every SIGSTOP goes
-through a ``_guardian.FreezeLedger``, and whatever is still stopped at the
-end, on every path, is thawed.
+Its parts live beside it: source parents (``_supervisors``), process trees
+(``_trees``), holders that appear during the release (``_newcomers``), and the
+shape of what it returns (``_report``). No adopted holder waits past
+``ADOPTION_SLACK_SECONDS`` after the sum of the ladder's waits. Every SIGSTOP
+goes through a ``_guardian.FreezeLedger``; what is still stopped at the end,
+on every path, is thawed.
 
 This file imports nothing from Ansible.
 """

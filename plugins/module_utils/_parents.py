@@ -44,9 +44,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 
-from ._protection import NEVER_SUPERVISORS, never_signalled
+from ._protection import NEVER_SUPERVISORS, never_signalled, never_supervisor
 
 LEAVE = 'leave'
 THAW = 'thaw'
@@ -97,8 +96,7 @@ def parent_verdict(process, scope, target_pids, filter_reason, permission_reason
         return None
     if pid in scope.own_pids or process.get('is_self'):
         return None
-    exe = process.get('exe')
-    if any(name in NOT_SOURCES for name in (process.get('name'), os.path.basename(exe) if exe else None) if name):
+    if never_supervisor(process, NOT_SOURCES):
         return None
     if process.get('protected'):
         return LEAVE, 'protected (%s): never signalled' % (process.get('protected_reason') or 'protected')

@@ -136,11 +136,6 @@ def sigterm_ignored(status):
     return _has_signal(status, 'SigIgn', SIGTERM)
 
 
-def sigterm_caught(status):
-    """True when the process installed a SIGTERM handler."""
-    return _has_signal(status, 'SigCgt', SIGTERM)
-
-
 def status_uid(status):
     """Real UID from a parsed status, or None."""
     value = status.get('Uid')

@@ -265,14 +265,15 @@ def is_protected_unit(unit, protect_units=(), unprotect=()):
     return bool(_matches(unit, tuple(protect_units or ())))
 
 
-def never_supervisor(process):
+def never_supervisor(process, names=NEVER_SUPERVISORS):
     """Whether a parent process is a shell, launcher, session, init or runtime (never a supervisor).
 
     Compared on ``comm`` and on the executable's basename: a launcher whose
     executable is a symlink (``runuser`` to ``su``, say) is caught either way.
+    ``names`` replaces ``NEVER_SUPERVISORS`` (``_parents`` judges shells itself).
     """
     exe = process.get('exe')
     for name in (process.get('name'), os.path.basename(exe) if exe else None):
-        if name and name in NEVER_SUPERVISORS:
+        if name and name in names:
             return True
     return False
