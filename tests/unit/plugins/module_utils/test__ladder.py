@@ -82,3 +82,20 @@ def test_poll_interval(value, ok):
 ])
 def test_adoption_start(ladder, origins, expected):
     assert _ladder.adoption_start(parse_ladder(ladder, 3, 5), origins) == expected
+
+
+def test_total_and_longest_wait():
+    ladder = parse_ladder([{'signal': 'SIGINT', 'wait': 2}, {'signal': 'SIGTERM'}, {'action': 'freeze'},
+                           {'signal': 'SIGKILL'}], 3, 4)
+    assert _ladder.total_wait(ladder) == 9.0
+    assert _ladder.longest_wait(ladder) == 4.0
+
+
+def test_check_seconds_raises_the_error_it_is_given():
+    class OptionError(ValueError):
+        pass
+
+    with pytest.raises(OptionError, match='settle_seconds: must be a number of seconds from 0 to 600; got: 601'):
+        _ladder.check_seconds('settle_seconds', 601, maximum=600, error=OptionError)
+    with pytest.raises(EscalationError, match='wait: must be a number'):
+        _ladder.check_seconds('wait', float('nan'))

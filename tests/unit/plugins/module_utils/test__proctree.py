@@ -84,3 +84,9 @@ def test_child_and_descendant_pids_follow_the_tree(respawner):
     info = _prober.describe_process(supervisor.pid)
     assert info['children'] == [worker.pid] and info['ppid'] == os.getpid()
     assert _proctree.child_pids(2 ** 22 + 7) == []
+
+
+def test_parent_map_holds_this_process_and_its_parent():
+    parents = _proctree.parent_map()
+    assert parents[os.getpid()] == os.getppid()
+    assert os.getpid() in _proctree.descendant_pids(os.getppid(), _proctree.children_from_map(parents))
