@@ -7,28 +7,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import textwrap
-
 from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
 )
 
 
-def _defaults(names):
-    """The sentence that lists default protected names, wrapped as an item of a description list."""
+def _listed(names):
+    """``C(a), C(b) and C(c)``."""
     named = ['C(%s)' % name for name in names]
-    sentence = 'Protected by default are %s and %s.' % (', '.join(named[:-1]), named[-1])
-    lines = textwrap.wrap(sentence, 100, initial_indent='      - ', subsequent_indent='        ',
-                          break_on_hyphens=False, break_long_words=False)
-    return '\n'.join(lines)
+    return '%s and %s' % (', '.join(named[:-1]), named[-1])
 
 
 class ModuleDocFragment(object):
 
     # Matches PROTECTION_ARGUMENT_SPEC in plugins/module_utils/_protection.py. The default
-    # names come from its lists, so that a protected name is added there only; a unit test
-    # checks the rendered lists against them.
+    # names are filled in below from its lists; a unit test checks the rendered lists.
     DOCUMENTATION = r'''
 options:
   protect:
@@ -42,7 +36,7 @@ options:
         characters by the kernel, so a 15-character C(comm) is matched with every default name it
         begins. The title alone (which any process can set) never decides. Shell-style globs such
         as V(dcgm*) are allowed.
-%(executables)s
+      - Protected by default are %(executables)s.
       - Always protected, whatever the options say, are PID 1, kernel threads, and the module's
         own process with all its ancestors.
     type: list
@@ -53,7 +47,7 @@ options:
       - Systemd units whose processes are protected, in addition to the defaults. A process is
         in a unit when its control group says so, whatever its executable or title. Globs are
         allowed.
-%(units)s
+      - Protected by default are %(units)s.
     type: list
     elements: str
     default: []
@@ -67,4 +61,9 @@ options:
     type: list
     elements: str
     default: []
-''' % dict(executables=_defaults(DEFAULT_PROTECTED_EXECUTABLES), units=_defaults(DEFAULT_PROTECTED_UNITS))
+'''
+
+
+# The lists of defaults are _protection's, so that a protected name is added there only.
+ModuleDocFragment.DOCUMENTATION = ModuleDocFragment.DOCUMENTATION % dict(
+    executables=_listed(DEFAULT_PROTECTED_EXECUTABLES), units=_listed(DEFAULT_PROTECTED_UNITS))

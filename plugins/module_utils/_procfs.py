@@ -124,16 +124,19 @@ def signal_mask(status, field):
     return set(number + 1 for number in range(64) if mask >> number & 1)
 
 
-def _has_signal(status, field, signum):
-    value = status.get(field)
-    if not value:
-        return False
-    return bool(int(value, 16) >> (signum - 1) & 1)
+def has_signal(status, field, signum):
+    """Whether ``signum`` is in a parsed status's mask ``field`` (False when absent or unreadable)."""
+    value = (status or {}).get(field)
+    try:
+        mask = int(value, 16) if value else 0
+    except ValueError:
+        mask = 0
+    return bool(mask >> (int(signum) - 1) & 1)
 
 
 def sigterm_ignored(status):
     """True when the process ignores SIGTERM (SIG_IGN), so grace is pointless."""
-    return _has_signal(status, 'SigIgn', SIGTERM)
+    return has_signal(status, 'SigIgn', SIGTERM)
 
 
 def status_uid(status):
