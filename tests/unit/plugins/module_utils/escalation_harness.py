@@ -14,12 +14,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import signal
-import subprocess
-import sys
 import time
 
 import psutil
-import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _plan,
@@ -30,13 +27,6 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
-
-
-@pytest.fixture(autouse=True)
-def private_dev(monkeypatch, fake_dev):
-    """No test scans the host's device nodes: holders outside the tests are never adopted."""
-    monkeypatch.setattr(_prober, 'DEV_DIR', fake_dev)
-    return fake_dev
 
 
 def holder(pid, gpus=(0,), **extra):
@@ -232,32 +222,6 @@ FORKER = (
     '    children.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))\n'
     '    time.sleep(0.02)\n'
 )
-
-
-@pytest.fixture
-def spawned():
-    procs = []
-
-    def spawn(code):
-        proc = subprocess.Popen([sys.executable, '-c', code])
-        procs.append(proc)
-        return proc
-
-    yield spawn
-    for proc in procs:
-        if proc.poll() is None:
-            # Its children too (a respawner's worker), after it so that none is respawned.
-            try:
-                children = psutil.Process(proc.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                children = []
-            proc.kill()
-            for child in children:
-                try:
-                    child.kill()
-                except psutil.NoSuchProcess:
-                    pass
-        proc.wait()
 
 
 def real_holder(pid, **extra):

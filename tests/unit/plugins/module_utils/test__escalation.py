@@ -20,22 +20,23 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
 from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
-from escalation_harness import (  # noqa: F401 (fixtures)
+from escalation_harness import (
     add_parent,
     holder,
     POLITE,
-    private_dev,
     process,
     real_holder,
     real_run,
     run,
     sigterm_ignored,
-    spawned,
     stopped_pids,
     STUBBORN,
     wait_for,
     World,
 )
+
+# No test scans the host's device nodes.
+pytestmark = pytest.mark.usefixtures('private_dev')
 
 
 def test_polite_holders_released_within_their_grace():

@@ -10,7 +10,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,18 +28,18 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
 from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
-from escalation_harness import (  # noqa: F401 (fixtures)
+from escalation_harness import (
     alive,
     holder,
-    private_dev,
-    process,
     real_holder,
     run,
     simulate_fork_then_exit,
-    spawned,
     wait_for,
     World,
 )
+
+# No test scans the host's device nodes.
+pytestmark = pytest.mark.usefixtures('private_dev')
 
 
 def test_new_holder_forked_by_a_target_is_adopted():

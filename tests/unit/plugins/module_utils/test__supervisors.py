@@ -13,23 +13,25 @@ import signal
 import time
 
 import psutil
+import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope
-from escalation_harness import (  # noqa: F401 (fixtures)
+from escalation_harness import (
     add_parent,
     alive,
     holder,
-    private_dev,
     process,
     real_holder,
     real_run,
     RESPAWNER,
     run,
-    spawned,
     stopped_pids,
     wait_for,
     World,
 )
+
+# No test scans the host's device nodes.
+pytestmark = pytest.mark.usefixtures('private_dev')
 
 
 def test_supervisor_frozen_first_and_killed_at_the_end():

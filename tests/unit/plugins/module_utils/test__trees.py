@@ -11,10 +11,9 @@ __metaclass__ = type
 
 import os
 import signal
-import subprocess
-import time
 
 import psutil
+import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _newcomers,
@@ -25,19 +24,19 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
-from escalation_harness import (  # noqa: F401 (fixtures)
+from escalation_harness import (
     alive,
     FORKER,
     holder,
-    private_dev,
-    process,
     real_holder,
     real_run,
     run,
-    spawned,
     wait_for,
     World,
 )
+
+# No test scans the host's device nodes.
+pytestmark = pytest.mark.usefixtures('private_dev')
 
 
 def test_tree_frozen_until_no_new_descendant_then_killed():
