@@ -103,6 +103,20 @@ def find_holders(warn, view, params, indices=None):
     return snapshot
 
 
+def answer(module, flow, *args, **kwargs):
+    """End ``module`` with what ``flow(module, module.params, ...)`` returns, ``(result, failed)``.
+
+    ``exit_json`` with the result, or ``fail_json`` when it failed or raised a ``Failure``.
+    """
+    try:
+        result, failed = flow(module, module.params, *args, **kwargs)
+    except Failure as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
 def look(host, params, without_nvml, select=True, session=None):
     """``open_view``, ``select_gpus`` (when ``select``) and ``find_holders`` of the selected GPUs."""
     view = open_view(host, params, without_nvml, session=session)

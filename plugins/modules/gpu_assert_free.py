@@ -225,45 +225,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
-    Failure,
-    argument_spec,
-    check_seconds_options,
-    find_holders,
-    missing_library,
-    open_view,
-    select_gpus,
-)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import DEFAULT_POLL_INTERVAL
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NvmlSession, read_inventory
-from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
-    ProofError,
-    check_limits,
-    wait_until_free,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._procfs import read_stat
-from ansible_collections.gpuops.reclaim.plugins.module_utils._settle import (
-    SettleError,
-    check_settle_seconds,
-    settle,
-)
-
-NVML_REQUIRED = ('Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is true. Set require_nvml: '
-                 'false to accept the /proc view alone.')
-WITHOUT_NVML = ('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a /dev/nvidiaN '
-                'node open are seen.')
-# What a failure before the first look returns besides its message.
-NOTHING_SEEN = dict(free=False, gpus=[], holders=[], waited_seconds=0.0, time_to_free_seconds=None,
-                    settle_seconds_observed=0.0)
-
-
-def parent_title(pid):
-    """A parent's command name, from /proc/PID/stat (which never blocks behind the process's memory map)."""
-    try:
-        return read_stat(pid)['comm'] if pid else None
-    except (OSError, ValueError, KeyError):
-        return None
+from ansible_collections.gpuops.reclaim.plugins.module_utils._prove import prove
 
 
 def main():
@@ -282,87 +247,7 @@ def main():
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1], uid=os.geteuid())
-    params = module.params
-    try:
-        check_seconds_options(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout', 'settle_seconds'))
-    except Failure as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
-                     params['poll_interval'])
-        check_settle_seconds(params['settle_seconds'])
-    except (ProofError, SettleError) as exc:
-        module.fail_json(msg=str(exc))
-
-    session = NvmlSession(timeout=params['nvml_timeout'])
-    try:
-        try:
-            view = open_view(module, params, WITHOUT_NVML, session=session, required=NVML_REQUIRED,
-                             uid=os.geteuid(), **NOTHING_SEEN)
-            indices = select_gpus(view, params, uid=os.geteuid(), **NOTHING_SEEN)
-        except Failure as exc:
-            module.fail_json(msg=str(exc), **exc.fields)
-
-        state = {'view': view, 'warnings': []}
-
-        def warn(text):
-            if text not in state['warnings']:
-                state['warnings'].append(text)
-
-        def probe():
-            current = state['view']
-            if current is None:
-                current = read_inventory(params['nvml_timeout'], session=session)
-                if view.available and not current.available:
-                    # NVML went away (or hung) while waiting: nothing more can be proven.
-                    state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
-            state['view'] = None
-            snapshot = find_holders(warn, current, params, indices)
-            state['holders'] = snapshot.holders
-            # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
-            return snapshot.gpus, snapshot.holders, view.available or current.available
-
-        verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
-                                  poll_interval=params['poll_interval'], selected=indices,
-                                  max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
-                                  allow=params['allow'])
-        time_to_free = verdict['waited_seconds'] if verdict['free'] else None
-        settled = None
-        if verdict['free'] and params['settle_seconds'] > 0:
-            settled = settle(probe, [h['pid'] for h in state.get('holders') or []], params['settle_seconds'],
-                             params['poll_interval'], selected=indices, allow=params['allow'],
-                             parent_title=parent_title, max_used_mib=params['max_used_mib'],
-                             max_used_percent=params['max_used_percent'])
-            if not settled['free']:
-                verdict = dict(settled['verdict'], free=False, holders=settled['holders'],
-                               waited_seconds=verdict['waited_seconds'],
-                               lines=['The GPUs read free after %.2f s, then did not stay free for %g s:'
-                                      % (verdict['waited_seconds'], params['settle_seconds'])] + settled['lines'])
-    finally:
-        session.close()
-
-    for warning in state['warnings']:
-        module.warn(warning)
-    result = dict(
-        changed=False,
-        free=verdict['free'],
-        gpus=verdict['gpus'],
-        holders=verdict['holders'],
-        waited_seconds=verdict['waited_seconds'],
-        time_to_free_seconds=time_to_free,
-        settle_seconds_observed=settled['observed_seconds'] if settled else 0.0,
-        nvml_available=view.available,
-        uid=os.geteuid(),
-    )
-    if not verdict['free']:
-        module.fail_json(msg='\n'.join(verdict['lines']), **result)
-    result['msg'] = '%d GPU%s free (%s)%s' % (
-        len(verdict['gpus']), '' if len(verdict['gpus']) == 1 else 's',
-        ', '.join(str(g['index']) for g in verdict['gpus']) or 'none',
-        ' after %.2f s' % verdict['waited_seconds'] if verdict['waited_seconds'] else '')
-    if settled:
-        result['msg'] += ', and stayed free for %.2f s' % settled['observed_seconds']
-    module.exit_json(**result)
+    answer(module, prove)
 
 
 if __name__ == '__main__':

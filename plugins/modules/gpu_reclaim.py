@@ -542,7 +542,7 @@ nvml_available:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import Failure, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
     DEFAULT_GRACE_SECONDS,
@@ -572,13 +572,7 @@ def main():
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
-    try:
-        result, failed = reclaim(module, module.params, diff=module._diff)
-    except Failure as exc:
-        module.fail_json(msg=str(exc), **exc.fields)
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    answer(module, reclaim, diff=module._diff)
 
 
 if __name__ == '__main__':

@@ -124,3 +124,44 @@ def test_find_holders_passes_the_warnings_on(two_gpus):
     snapshot = _discovery.find_holders(warnings.append, _nvml.read_inventory(2.0), params(unprotect=['nosuch']))
     assert [gpu['index'] for gpu in snapshot.gpus] == [0, 1]
     assert len(warnings) == 1 and warnings[0].startswith('unprotect names no default protected executable or unit: nosuch')
+
+
+class Ended(Exception):
+    pass
+
+
+class Module:
+    """What ``answer`` ends: ``exit_json`` and ``fail_json`` end the module, as Ansible's do."""
+
+    def __init__(self, values):
+        self.params = values
+        self.ended = None
+
+    def exit_json(self, **result):
+        self.ended = ('exit', result)
+        raise Ended()
+
+    def fail_json(self, **result):
+        self.ended = ('fail', result)
+        raise Ended()
+
+
+@pytest.mark.parametrize('flow, expected', [
+    (lambda host, values, extra: ({'msg': 'done %s %s' % (values['x'], extra)}, False), ('exit', {'msg': 'done 1 2'})),
+    (lambda host, values, extra: ({'msg': 'not free', 'free': False}, True), ('fail', {'msg': 'not free', 'free': False})),
+])
+def test_answer_ends_the_module_with_the_flow_result(flow, expected):
+    module = Module({'x': 1})
+    with pytest.raises(Ended):
+        _discovery.answer(module, flow, extra=2)
+    assert module.ended == expected
+
+
+def test_answer_turns_a_failure_into_fail_json():
+    def flow(host, values):
+        raise Failure('gpus[0]: no GPU matches', nvml_available=True)
+
+    module = Module({})
+    with pytest.raises(Ended):
+        _discovery.answer(module, flow)
+    assert module.ended == ('fail', {'msg': 'gpus[0]: no GPU matches', 'nvml_available': True})
