@@ -72,20 +72,16 @@ _value:
       elements: str
 '''
 
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._filter_input import names
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._unit_patterns import expand_units
-
-
-def _names(what, value):
-    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
-        raise TypeError('unit_patterns: %s must be a list of unit names or globs; got: %r' % (what, value))
-    return list(value)
 
 
 def unit_patterns(listing, patterns, protect_units=None, unprotect=None):
     if not isinstance(listing, str):
         raise TypeError('unit_patterns expects the text systemctl printed; got: %s' % type(listing).__name__)
-    return expand_units(listing, _names('patterns', patterns), _names('protect_units', protect_units or []),
-                        _names('unprotect', unprotect or []))
+    return expand_units(listing, names('unit_patterns', 'patterns', patterns, 'unit names or globs'),
+                        names('unit_patterns', 'protect_units', protect_units, 'unit names or globs'),
+                        names('unit_patterns', 'unprotect', unprotect, 'unit names or globs'))
 
 
 class FilterModule(object):

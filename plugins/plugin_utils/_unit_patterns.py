@@ -19,6 +19,7 @@ import fnmatch
 from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import is_protected_unit
 from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_list_units
 
+
 def pattern_matches(pattern, unit):
     """Whether ``unit`` is one of the units that systemctl lists for ``pattern``.
 

@@ -9,12 +9,12 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.filter.host_summary import (
-    FilterModule,
-    left_behind_of,
-    protected_holders_of,
-    summary_gpus,
-)
+from ansible_collections.gpuops.reclaim.plugins.filter import left_behind as left_behind_filter
+from ansible_collections.gpuops.reclaim.plugins.filter import protected_holders as protected_holders_filter
+from ansible_collections.gpuops.reclaim.plugins.filter import summary_gpus as summary_gpus_filter
+from ansible_collections.gpuops.reclaim.plugins.filter.left_behind import left_behind as left_behind_of
+from ansible_collections.gpuops.reclaim.plugins.filter.protected_holders import protected_holders as protected_holders_of
+from ansible_collections.gpuops.reclaim.plugins.filter.summary_gpus import summary_gpus
 
 
 def test_summary_gpus_takes_none_for_a_missing_list():
@@ -37,7 +37,7 @@ def test_left_behind_and_protected_holders_read_a_release():
     (lambda: summary_gpus([], [1]), 'summary_gpus: proof_gpus must be a list of records; got: [1]'),
     (lambda: left_behind_of([], []), 'left_behind: the release must be a module result (a mapping); got: list'),
     (lambda: left_behind_of({}, 'vllm.service'),
-     "left_behind: stopped_units must be a list of names; got: 'vllm.service'"),
+     "left_behind: stopped_units must be a list of unit names; got: 'vllm.service'"),
     (lambda: protected_holders_of({}, {}), 'protected_holders: first_holders must be a list of records; got: {}'),
 ])
 def test_bad_input_names_the_filter_and_the_argument(call, message):
@@ -47,5 +47,6 @@ def test_bad_input_names_the_filter_and_the_argument(call, message):
 
 
 def test_registered():
-    assert FilterModule().filters() == {'summary_gpus': summary_gpus, 'left_behind': left_behind_of,
-                                        'protected_holders': protected_holders_of}
+    assert summary_gpus_filter.FilterModule().filters() == {'summary_gpus': summary_gpus}
+    assert left_behind_filter.FilterModule().filters() == {'left_behind': left_behind_of}
+    assert protected_holders_filter.FilterModule().filters() == {'protected_holders': protected_holders_of}
