@@ -19,7 +19,8 @@ def test_plans_from_a_holders_result_and_a_limit_given_as_text():
 
 
 @pytest.mark.parametrize('args, message', [
-    (([], 64), 'reset_plan expects a result of gpuops.reclaim.nvidia_holders (a mapping); got: list'),
+    (([], 64), 'reset_plan: the result of gpuops.reclaim.nvidia_holders must be a module result (a mapping); '
+               'got: list'),
     (({}, 'lots'), "reset_plan: max_used_mib must be a number of MiB; got: 'lots'"),
     (({}, None), 'reset_plan: max_used_mib must be a number of MiB; got: None'),
 ])
