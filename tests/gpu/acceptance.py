@@ -544,6 +544,10 @@ class Harness:
             'repetition': repetition,
             'playbook_rc': proc.returncode,
             'playbook_wall_s': round(ended - started, 4),
+            # The proof's settle window, which the wall time includes; reported on its own.
+            'settle_s': timing.get('settle_seconds'),
+            'playbook_wall_without_settle_s': round(ended - started - (timing.get('settle_seconds') or 0.0), 4),
+            'tasks': [item for item in timing['tasks'] if 'seconds' in item],
             'release_task_start': release_start,
             'release_task_s': _diff(timing.get('release_end'), release_start),
             'module_elapsed_s': module_seconds(module_result),
@@ -874,6 +878,9 @@ class Harness:
             'ours_measure': ours_measure,
             'harness_time_to_free_median_s': benchlib.summary([r['time_to_free_s'] for r in module])[0],
             'playbook_wall_median_s': benchlib.summary([r['playbook_wall_s'] for r in module])[0],
+            'settle_median_s': benchlib.summary([r['settle_s'] or 0.0 for r in module])[0],
+            'playbook_wall_without_settle_median_s': benchlib.summary(
+                [r['playbook_wall_without_settle_s'] for r in module])[0],
             'release_task_median_s': benchlib.summary([r['release_task_s'] for r in module])[0],
         }
         entries = []
@@ -954,8 +961,9 @@ def module_seconds(result):
 
 
 def parse_timing(path):
-    """Start, end and result of the release task (gpuops.reclaim.gpu_reclaim) from the callback's file."""
-    found = {'events': 0}
+    """From the callback's file: start, end and result of the release task (gpuops.reclaim.gpu_reclaim),
+    the settle the proof observed, and how long each task took (until the next task, or the end)."""
+    found = {'events': 0, 'tasks': []}
     if not os.path.exists(path):
         return found
     with open(path) as handle:
@@ -965,6 +973,15 @@ def parse_timing(path):
             except ValueError:
                 continue
             found['events'] += 1
+            if event.get('event') in ('task_start', 'stats'):
+                if found['tasks']:
+                    found['tasks'][-1]['seconds'] = round(event['time'] - found['tasks'][-1].pop('start'), 4)
+                if event['event'] == 'task_start':
+                    found['tasks'].append({'task': event.get('task'), 'start': event['time']})
+            if event.get('action') == 'gpuops.reclaim.gpu_assert_free' and event.get('event') in ('ok', 'failed'):
+                settle = (event.get('result') or {}).get('settle_seconds_observed')
+                if isinstance(settle, (int, float)):
+                    found['settle_seconds'] = max(found.get('settle_seconds', 0.0), float(settle))
             if event.get('action') not in ('gpuops.reclaim.gpu_reclaim',):
                 continue
             if event['event'] == 'runner_start':

@@ -125,6 +125,25 @@ def test_parse_timing(tmp_path):
     assert found['release_result'] == {'elapsed_seconds': 0.3}
 
 
+def test_parse_timing_tasks_and_settle(tmp_path):
+    path = tmp_path / 'timing.jsonl'
+    lines = [
+        {'event': 'task_start', 'time': 1.0, 'task': 'First look'},
+        {'event': 'task_start', 'time': 1.5, 'task': 'Release'},
+        {'event': 'runner_start', 'time': 1.6, 'action': 'gpuops.reclaim.gpu_reclaim'},
+        {'event': 'ok', 'time': 2.0, 'action': 'gpuops.reclaim.gpu_reclaim', 'result': {}},
+        {'event': 'task_start', 'time': 2.25, 'task': 'Prove'},
+        {'event': 'ok', 'time': 4.5, 'action': 'gpuops.reclaim.gpu_assert_free',
+         'result': {'settle_seconds_observed': 2.0}},
+        {'event': 'stats', 'time': 5.0},
+    ]
+    path.write_text('\n'.join(json.dumps(line) for line in lines) + '\n')
+    found = acceptance.parse_timing(str(path))
+    assert found['tasks'] == [{'task': 'First look', 'seconds': 0.5}, {'task': 'Release', 'seconds': 0.75},
+                              {'task': 'Prove', 'seconds': 2.75}]
+    assert found['settle_seconds'] == 2.0
+
+
 # -- holders ---------------------------------------------------------------------
 
 def test_parse_fuser_pids():
