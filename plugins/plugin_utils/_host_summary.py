@@ -95,3 +95,53 @@ def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=()):
             'protected': names,
         })
     return rows
+
+
+def _seconds_since(start, now):
+    return round(float(now) - float(start), 2)
+
+
+def host_summary(run):
+    """The role's per-host summary of one run, from what its stages registered.
+
+    ``run`` holds ``host``, ``check_mode``, ``max_used_mib``, ``first_look`` (the
+    first gpu_assert_free result), ``free_at_start``, ``release`` (gpu_reclaim's
+    result, empty when it did not run), ``proof`` (the last gpu_assert_free
+    result, empty when it did not run), ``stopped_units``,
+    ``stopped_containers``, ``reset_gpus``, ``reset_errors``, ``error``,
+    ``stages`` (seconds per stage), ``start`` and ``now`` (Unix times).
+    """
+    first = run.get('first_look') or {}
+    release = run.get('release') or {}
+    proof = run.get('proof') or {}
+    verdict = proof if proof else (first if run.get('free_at_start') else {})
+    protected = protected_holders(release, first.get('holders') or [])
+    stopped_units = list(run.get('stopped_units') or [])
+    stopped_containers = list(run.get('stopped_containers') or [])
+    stages = dict(run.get('stages') or {})
+    return {
+        'host': run['host'],
+        'check_mode': bool(run.get('check_mode')),
+        'max_used_mib': int(run.get('max_used_mib') or 0),
+        'nvml_available': first.get('nvml_available', False),
+        'gpus': gpu_rows(first.get('gpus') or [], verdict.get('gpus') or [], release.get('released') or [], protected),
+        'released': release.get('released', []),
+        'protected': protected,
+        'survivors': release.get('survivors', []),
+        'supervisors': release.get('supervisors', []),
+        'sources': release.get('sources', []),
+        'settle_seconds': proof.get('settle_seconds_observed'),
+        # Scope filters that name nothing on the host (a typo releases nothing and says so here).
+        'filter_warnings': release.get('filter_warnings', []),
+        'stopped_units': stopped_units,
+        'stopped_containers': stopped_containers,
+        'left_behind': left_behind(release, stopped_units, stopped_containers),
+        'reset_gpus': list(run.get('reset_gpus') or []),
+        # What the reset stage could not do or undo (the reset itself, persistence mode, a client's restart).
+        'reset_errors': list(run.get('reset_errors') or []),
+        'free': verdict.get('free'),
+        # Why the run failed, when it did (a failed proof, reset or stop).
+        'error': run.get('error') or '',
+        'stage_seconds': stages or {'preflight': _seconds_since(run['start'], run['now'])},
+        'total_seconds': _seconds_since(run['start'], run['now']),
+    }

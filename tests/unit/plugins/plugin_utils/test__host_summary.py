@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary import (
     executable_name,
     gpu_rows,
+    host_summary,
     left_behind,
     protected_holders,
 )
@@ -83,3 +84,66 @@ def test_gpu_rows_attribute_memory_and_protection_per_gpu():
 def test_gpu_rows_without_a_proof_have_no_after():
     first = [{'index': 3, 'uuid': 'GPU-c', 'memory_total_mib': 1, 'memory_used_mib': 1}]
     assert gpu_rows(first)[0]['memory_used_mib_after'] is None
+
+
+FIRST_LOOK = {
+    'free': False, 'nvml_available': True,
+    'gpus': [{'index': 0, 'uuid': 'GPU-a', 'memory_total_mib': 81920, 'memory_used_mib': 40000}],
+    'holders': [{'pid': 2, 'gpus': [0], 'protected': True, 'is_self': False, 'exe': '/usr/bin/nvidia-persistenced'}],
+}
+RELEASE = {
+    'released': [{'pid': 10, 'gpus': [0], 'gpu_memory_mib': {'0': 40000}, 'title': 'w', 'systemd_unit': 'vllm.service'}],
+    'protected': [{'pid': 2, 'gpus': [0], 'protected': True, 'is_self': False, 'exe': '/usr/bin/nvidia-persistenced'},
+                  {'pid': 3, 'gpus': [0], 'protected': True, 'is_self': True, 'exe': '/usr/bin/python3'}],
+    'survivors': [], 'supervisors': [], 'sources': [{'kind': 'systemd', 'unit': 'vllm.service'}],
+    'filter_warnings': ['no user named bob'],
+}
+PROOF = {'free': True, 'settle_seconds_observed': 2.01, 'gpus': [{'index': 0, 'memory_used_mib': 0}]}
+
+
+def run(**more):
+    values = {'host': 'gpu07', 'check_mode': False, 'max_used_mib': 64, 'first_look': FIRST_LOOK,
+              'free_at_start': False, 'release': RELEASE, 'proof': PROOF, 'stopped_units': ['vllm.service'],
+              'stopped_containers': [], 'reset_gpus': [], 'reset_errors': [], 'error': '',
+              'stages': {'preflight': 0.5, 'release': 0.7, 'prove': 2.2}, 'start': 1000.0, 'now': 1003.456}
+    values.update(more)
+    return values
+
+
+def test_host_summary_of_a_busy_host():
+    assert host_summary(run()) == {
+        'host': 'gpu07', 'check_mode': False, 'max_used_mib': 64, 'nvml_available': True,
+        'gpus': [{'index': 0, 'uuid': 'GPU-a', 'memory_total_mib': 81920, 'memory_used_mib_before': 40000,
+                  'memory_used_mib_after': 0, 'released': [10], 'protected': ['nvidia-persistenced']}],
+        'released': RELEASE['released'], 'protected': [RELEASE['protected'][0]], 'survivors': [], 'supervisors': [],
+        'sources': RELEASE['sources'], 'settle_seconds': 2.01, 'filter_warnings': ['no user named bob'],
+        'stopped_units': ['vllm.service'], 'stopped_containers': [],
+        'left_behind': {'vllm.service': [{'pid': 10, 'title': 'w'}]}, 'reset_gpus': [], 'reset_errors': [],
+        'free': True, 'error': '', 'stage_seconds': {'preflight': 0.5, 'release': 0.7, 'prove': 2.2},
+        'total_seconds': 3.46,
+    }
+
+
+def test_host_summary_in_check_mode_has_no_verdict():
+    # Check mode: the prove stage registered a skipped result, which holds no verdict.
+    summary = host_summary(run(check_mode=True, proof={'skipped': True, 'changed': False}))
+    assert summary['free'] is None
+    assert summary['settle_seconds'] is None
+    assert summary['gpus'][0]['memory_used_mib_after'] is None
+
+
+def test_host_summary_of_a_free_host_is_the_first_looks():
+    first = dict(FIRST_LOOK, free=True, gpus=[dict(FIRST_LOOK['gpus'][0], memory_used_mib=0)])
+    summary = host_summary(run(first_look=first, free_at_start=True, release={}, proof={}, stopped_units=[],
+                               stages={}))
+    assert summary['free'] is True
+    assert summary['protected'] == FIRST_LOOK['holders']
+    assert summary['gpus'][0]['memory_used_mib_after'] == 0
+    assert summary['stage_seconds'] == {'preflight': 3.46}
+    assert summary['released'] == [] and summary['left_behind'] == {}
+
+
+def test_host_summary_of_a_host_still_busy_without_a_proof():
+    summary = host_summary(run(release={}, proof={}, stopped_units=[], error='a stage failed'))
+    assert summary['free'] is None
+    assert summary['error'] == 'a stage failed'
