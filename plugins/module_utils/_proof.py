@@ -189,7 +189,7 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
         pods = sorted(set((h.get('container') or {}).get('pod_uid') for h in busy_holders) - set([None]))
         for pod in pods:
             lines.append('Next step for Kubernetes pod %s (pid %s): kubelet restarts it whatever is done on the host; '
-                         'drain the node, or release it anyway with gpu_reclaim_release_pods.' % (pod, ', '.join(
+                         'drain the node, or release it anyway with gpu_reclaim_scope_pods.' % (pod, ', '.join(
                              str(h['pid']) for h in busy_holders if (h.get('container') or {}).get('pod_uid') == pod)))
         if reclaim_needed:
             lines.append('Next step: %s.' % RECLAIM_STEP)

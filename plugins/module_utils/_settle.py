@@ -68,7 +68,7 @@ def next_step(record, parent_title=None):
                 'includes it, then run again' % (ppid, parent_title or '?'))
     unit = record.get('systemd_unit')
     if unit and unit.endswith('.service'):
-        return 'stop and disable %s (systemctl disable --now %s), or add it to gpu_reclaim_systemd_units' % (
+        return 'stop and disable %s (systemctl disable --now %s), or add it to gpu_reclaim_stop_units' % (
             unit, unit)
     return 'find what starts it (a cron job, a scheduler) and stop it, then run again'
 
