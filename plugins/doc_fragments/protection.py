@@ -7,12 +7,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
+    DEFAULT_PROTECTED_EXECUTABLES,
+    DEFAULT_PROTECTED_UNITS,
+)
+
+
+def _listed(names):
+    """``C(a), C(b) and C(c)``."""
+    named = ['C(%s)' % name for name in names]
+    return '%s and %s' % (', '.join(named[:-1]), named[-1])
+
 
 class ModuleDocFragment(object):
 
-    # Matches PROTECTION_ARGUMENT_SPEC, DEFAULT_PROTECTED_EXECUTABLES and
-    # DEFAULT_PROTECTED_UNITS in plugins/module_utils/_protection.py; a unit
-    # test checks the lists of defaults below against them.
+    # Matches PROTECTION_ARGUMENT_SPEC in plugins/module_utils/_protection.py. The default
+    # names are filled in below from its lists; a unit test checks the rendered lists.
     DOCUMENTATION = r'''
 options:
   protect:
@@ -26,9 +36,7 @@ options:
         characters by the kernel, so a 15-character C(comm) is matched with every default name it
         begins. The title alone (which any process can set) never decides. Shell-style globs such
         as V(dcgm*) are allowed.
-      - Protected by default are C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter),
-        C(nv-fabricmanager), C(nvidia-fabricmanager), C(nvidia-device-plugin),
-        C(gpu-feature-discovery), C(Xorg) and C(Xwayland).
+      - Protected by default are %(executables)s.
       - Always protected, whatever the options say, are PID 1, kernel threads, and the module's
         own process with all its ancestors.
     type: list
@@ -39,10 +47,7 @@ options:
       - Systemd units whose processes are protected, in addition to the defaults. A process is
         in a unit when its control group says so, whatever its executable or title. Globs are
         allowed.
-      - Protected by default are C(nvidia-persistenced.service), C(nvidia-dcgm.service),
-        C(dcgm.service), C(nv-hostengine.service), C(dcgm-exporter.service),
-        C(nvidia-dcgm-exporter.service), C(nvidia-fabricmanager.service),
-        C(nvidia-fabric-manager.service) and C(nv-fabricmanager.service).
+      - Protected by default are %(units)s.
     type: list
     elements: str
     default: []
@@ -57,3 +62,8 @@ options:
     elements: str
     default: []
 '''
+
+
+# The lists of defaults are _protection's, so that a protected name is added there only.
+ModuleDocFragment.DOCUMENTATION = ModuleDocFragment.DOCUMENTATION % dict(
+    executables=_listed(DEFAULT_PROTECTED_EXECUTABLES), units=_listed(DEFAULT_PROTECTED_UNITS))

@@ -28,22 +28,11 @@ __metaclass__ = type
 
 import signal
 
+from ._identity import signal_name
+from ._procfs import has_signal
+
 SIGTERM_IGNORED = 'sigterm-ignored'
 NAMESPACE_INIT = 'namespace-init-without-handler'
-
-
-def _mask(status, field):
-    value = (status or {}).get(field)
-    if not value:
-        return 0
-    try:
-        return int(value, 16)
-    except ValueError:
-        return 0
-
-
-def _in_mask(status, field, signum):
-    return bool(_mask(status, field) >> (int(signum) - 1) & 1)
 
 
 def namespace_pids(status):
@@ -60,13 +49,6 @@ def is_namespace_init(status):
     return len(pids) > 1 and pids[-1] == 1
 
 
-def _signal_name(signum):
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return 'signal %d' % signum
-
-
 def grace_case(status, signum):
     """``(case, reason)`` when ``signum`` cannot reach the process's code, else None. Pure.
 
@@ -74,11 +56,11 @@ def grace_case(status, signum):
     """
     if signum in (signal.SIGKILL, signal.SIGSTOP):
         return None
-    name = _signal_name(signum)
-    if _in_mask(status, 'SigIgn', signum):
+    name = signal_name(signum)
+    if has_signal(status, 'SigIgn', signum):
         case = SIGTERM_IGNORED if signum == signal.SIGTERM else '%s-ignored' % name.lower()
         return case, 'ignores %s' % name
-    if is_namespace_init(status) and not _in_mask(status, 'SigCgt', signum):
+    if is_namespace_init(status) and not has_signal(status, 'SigCgt', signum):
         return NAMESPACE_INIT, ('init of its own PID namespace with no %s handler: the kernel drops %s '
                                 'sent from outside the namespace' % (name, name))
     return None

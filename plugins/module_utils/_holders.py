@@ -34,8 +34,9 @@ import os
 import pwd
 import traceback
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs, _procread, _visibility
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
+from . import _procfs, _procread, _visibility
+from ._proctree import self_and_ancestors
+from ._protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
     protection_of,
@@ -106,20 +107,6 @@ def format_mib(mib):
             return '%d GiB' % gib
         return '%.1f GiB' % gib
     return '%d MiB' % mib
-
-
-def self_and_ancestors(pid=None, proc_root=_procfs.PROC_ROOT):
-    """PIDs of ``pid`` (default: this process) and every ancestor up to PID 1."""
-    if pid is None:
-        pid = os.getpid()
-    found = set()
-    while pid and pid not in found:
-        found.add(pid)
-        try:
-            pid = _procfs.read_stat(pid, proc_root)['ppid']
-        except (OSError, ValueError, IndexError):
-            break
-    return found
 
 
 def classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available=False):

@@ -85,8 +85,8 @@ def same_process(ref, create_time):
     return abs(float(create_time) - float(ref.create_time)) <= CREATE_TIME_TOLERANCE
 
 
-def check_identity(ref):
-    """Return ``None`` if ``ref`` is alive and still itself, else an outcome.
+def identity_status(ref):
+    """psutil's status of the live process that is still ``ref``, or an outcome.
 
     The outcome is one of ``gone``, ``reused``, ``zombie`` (or ``denied``
     when psutil may not read the process at all).
@@ -96,15 +96,20 @@ def check_identity(ref):
         create_time = proc.create_time()
         if not same_process(ref, create_time):
             return REUSED
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return ZOMBIE
+        status = proc.status()
     except psutil.ZombieProcess:
         return ZOMBIE
     except psutil.NoSuchProcess:
         return GONE
     except psutil.AccessDenied:
         return DENIED
-    return None
+    return ZOMBIE if status == psutil.STATUS_ZOMBIE else status
+
+
+def check_identity(ref):
+    """Return ``None`` if ``ref`` is alive and still itself, else an outcome (see ``identity_status``)."""
+    status = identity_status(ref)
+    return status if status in OUTCOMES else None
 
 
 def _open_pidfd(pid):

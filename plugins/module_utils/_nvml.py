@@ -30,7 +30,7 @@ import math
 import threading
 import traceback
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._deadline import (
+from ._deadline import (
     DeadlineExceeded,
     call_with_deadline,
 )

@@ -44,9 +44,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 
-from ._protection import NEVER_SUPERVISORS
+from ._protection import NEVER_SUPERVISORS, never_signalled, never_supervisor
 
 LEAVE = 'leave'
 THAW = 'thaw'
@@ -88,17 +87,16 @@ def parent_verdict(process, scope, target_pids, filter_reason, permission_reason
     """``(action, reason)`` for the parent of targeted holders, or None when it is no source. Pure.
 
     ``process`` is a process dict with ``children`` (live child PIDs);
-    ``scope`` an ``_escalation.Scope``; ``filter_reason(process, scope)`` and
+    ``scope`` a ``_plan.Scope``; ``filter_reason(process, scope)`` and
     ``permission_reason(process, scope)`` say why the scope leaves a record
     out (None when it does not).
     """
     pid = process.get('pid')
-    if not isinstance(pid, int) or pid <= 2 or process.get('ppid') == 2:
+    if never_signalled(pid, process.get('kernel_thread'), process.get('ppid')):
         return None
     if pid in scope.own_pids or process.get('is_self'):
         return None
-    exe = process.get('exe')
-    if any(name in NOT_SOURCES for name in (process.get('name'), os.path.basename(exe) if exe else None) if name):
+    if never_supervisor(process, NOT_SOURCES):
         return None
     if process.get('protected'):
         return LEAVE, 'protected (%s): never signalled' % (process.get('protected_reason') or 'protected')

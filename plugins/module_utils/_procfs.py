@@ -91,6 +91,7 @@ def parse_stat(text):
         'state_name': STATE_NAMES.get(state, state),
         'ppid': int(fields[1]),
         'flags': int(fields[6]),
+        'tty_nr': int(fields[4]),
         'starttime': int(fields[19]),
         'kernel_thread': bool(int(fields[6]) & PF_KTHREAD),
     }
@@ -123,21 +124,19 @@ def signal_mask(status, field):
     return set(number + 1 for number in range(64) if mask >> number & 1)
 
 
-def _has_signal(status, field, signum):
-    value = status.get(field)
-    if not value:
-        return False
-    return bool(int(value, 16) >> (signum - 1) & 1)
+def has_signal(status, field, signum):
+    """Whether ``signum`` is in a parsed status's mask ``field`` (False when absent or unreadable)."""
+    value = (status or {}).get(field)
+    try:
+        mask = int(value, 16) if value else 0
+    except ValueError:
+        mask = 0
+    return bool(mask >> (int(signum) - 1) & 1)
 
 
 def sigterm_ignored(status):
     """True when the process ignores SIGTERM (SIG_IGN), so grace is pointless."""
-    return _has_signal(status, 'SigIgn', SIGTERM)
-
-
-def sigterm_caught(status):
-    """True when the process installed a SIGTERM handler."""
-    return _has_signal(status, 'SigCgt', SIGTERM)
+    return has_signal(status, 'SigIgn', SIGTERM)
 
 
 def status_uid(status):

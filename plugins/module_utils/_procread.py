@@ -34,7 +34,7 @@ import os
 import threading
 import time
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from . import _procfs
 
 # Deadline for a batch when the caller gives none (seconds).
 DEFAULT_TIMEOUT = 2.0
@@ -193,22 +193,6 @@ def read_title(pid, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader
     if pid in errors:
         raise errors[pid]
     return titles.get(pid)
-
-
-def read_environ(pid, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_read_whole):
-    """``{name: value}`` from ``/proc/PID/environ``, ``None`` when the read timed out."""
-    path = '%s/%d/environ' % (proc_root, pid)
-    outcome = read_files([path], timeout, reader=reader)[path]
-    if isinstance(outcome, TimedOut):
-        return None
-    if isinstance(outcome, Exception):
-        raise outcome
-    environ = {}
-    for entry in outcome.split(b'\0'):
-        name, sep, value = entry.partition(b'=')
-        if sep:
-            environ[name.decode('utf-8', 'replace')] = value.decode('utf-8', 'replace')
-    return environ
 
 
 def _waiting_threads(pid, proc_root, limit=4):

@@ -30,21 +30,19 @@ __metaclass__ = type
 import os
 import time
 
+from ._ladder import DEFAULT_POLL_INTERVAL, MAX_WAIT_SECONDS, check_poll_interval, check_seconds
+from ._procfs import STATE_NAMES
+from ._report import RESET_STEP
 from ._visibility import NOT_VISIBLE
 
 DEFAULT_MAX_USED_MIB = 64
-DEFAULT_POLL_INTERVAL = 0.05
-MAX_TIMEOUT_SECONDS = 3600.0
 
 RECLAIM_STEP = 'run gpuops.reclaim.gpu_reclaim (or the role gpuops.reclaim.gpu_reclaim) to release the holders'
 NAMESPACE_STEP = ('NVML lists processes that hold no GPU device node here: run the task in the host\'s PID '
                   'namespace (not in a container) to see and release them')
-RESET_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
 
-_STATE_LETTERS = {
-    'running': 'R', 'sleeping': 'S', 'disk-sleep': 'D', 'zombie': 'Z', 'stopped': 'T',
-    'tracing-stop': 't', 'dead': 'X', 'wake-kill': 'K', 'waking': 'W', 'parked': 'P', 'idle': 'I',
-}
+# psutil's state names back to /proc's letters (the first letter of a name wins: X for dead).
+_STATE_LETTERS = dict((name, letter) for letter, name in reversed(list(STATE_NAMES.items())))
 
 
 class ProofError(ValueError):
@@ -57,11 +55,8 @@ def check_limits(max_used_mib=None, max_used_percent=None, timeout_seconds=0, po
         raise ProofError('max_used_mib: must be 0 or more; got: %r' % (max_used_mib,))
     if max_used_percent is not None and not (0 <= max_used_percent <= 100):
         raise ProofError('max_used_percent: must be from 0 to 100; got: %r' % (max_used_percent,))
-    if timeout_seconds is None or not (0 <= timeout_seconds <= MAX_TIMEOUT_SECONDS):
-        raise ProofError('timeout_seconds: must be a number of seconds from 0 to %g; got: %r'
-                         % (MAX_TIMEOUT_SECONDS, timeout_seconds))
-    if poll_interval is None or not (0.005 <= poll_interval <= 5):
-        raise ProofError('poll_interval: must be a number of seconds from 0.005 to 5; got: %r' % (poll_interval,))
+    check_seconds('timeout_seconds', timeout_seconds, maximum=MAX_WAIT_SECONDS, error=ProofError)
+    check_poll_interval(poll_interval, error=ProofError)
 
 
 def state_letter(state):
@@ -194,7 +189,7 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
         pods = sorted(set((h.get('container') or {}).get('pod_uid') for h in busy_holders) - set([None]))
         for pod in pods:
             lines.append('Next step for Kubernetes pod %s (pid %s): kubelet restarts it whatever is done on the host; '
-                         'drain the node, or release it anyway with gpu_reclaim_release_pods.' % (pod, ', '.join(
+                         'drain the node, or release it anyway with gpu_reclaim_scope_pods.' % (pod, ', '.join(
                              str(h['pid']) for h in busy_holders if (h.get('container') or {}).get('pod_uid') == pod)))
         if reclaim_needed:
             lines.append('Next step: %s.' % RECLAIM_STEP)

@@ -184,6 +184,20 @@ def _default_executable(name, how, unprotect):
     return None
 
 
+def never_signalled(pid, kernel_thread=False, ppid=None):
+    """Why ``pid`` is never signalled whatever the options say (PID 1, a kernel thread), or None.
+
+    A kernel thread is one flagged so in ``/proc/PID/stat``, or kthreadd
+    (PID 2) and its children. A PID that is not a positive number counts as
+    PID 1: nothing is sent to a process group or to every process.
+    """
+    if not isinstance(pid, int) or pid <= 1:
+        return REASON_PID_1
+    if kernel_thread or pid == 2 or ppid == 2:
+        return REASON_KERNEL_THREAD
+    return None
+
+
 def protection(pid, executable=None, kernel_thread=False, is_self=False, protect=(), unprotect=(),
                unit=None, protect_units=(), names=None):
     """``(protected, reason)`` for a process.
@@ -195,12 +209,9 @@ def protection(pid, executable=None, kernel_thread=False, is_self=False, protect
     names of either kind. Nothing removes the protection of PID 1, kernel
     threads, or this module and its ancestors.
     """
-    if pid == 1:
-        return True, REASON_PID_1
-    if kernel_thread:
-        return True, REASON_KERNEL_THREAD
-    if is_self:
-        return True, REASON_SELF
+    fixed = never_signalled(pid, kernel_thread) or (REASON_SELF if is_self else None)
+    if fixed:
+        return True, fixed
     if names is None:
         names = [(executable, 'executable')] if executable else []
     protect = tuple(protect or ())
@@ -233,7 +244,8 @@ def _how(how, name):
 def protection_of(record, protect=(), unprotect=(), protect_units=(), is_self=False):
     """``protection`` for a holder or process record (``pid``, ``exe``, ``name``, ``title``,
     ``systemd_unit``; a kernel thread has ``kernel_thread`` true or ``ppid`` 2)."""
-    kernel_thread = bool(record.get('kernel_thread')) or record.get('ppid') == 2
+    kernel_thread = never_signalled(record.get('pid'), record.get('kernel_thread'), record.get('ppid')) \
+        == REASON_KERNEL_THREAD
     return protection(record.get('pid'), kernel_thread=kernel_thread, is_self=is_self, protect=protect,
                       unprotect=unprotect, unit=record.get('systemd_unit'), protect_units=protect_units,
                       names=names_of(record.get('exe'), record.get('name'), record.get('title')))
@@ -253,14 +265,15 @@ def is_protected_unit(unit, protect_units=(), unprotect=()):
     return bool(_matches(unit, tuple(protect_units or ())))
 
 
-def never_supervisor(process):
+def never_supervisor(process, names=NEVER_SUPERVISORS):
     """Whether a parent process is a shell, launcher, session, init or runtime (never a supervisor).
 
     Compared on ``comm`` and on the executable's basename: a launcher whose
     executable is a symlink (``runuser`` to ``su``, say) is caught either way.
+    ``names`` replaces ``NEVER_SUPERVISORS`` (``_parents`` judges shells itself).
     """
     exe = process.get('exe')
     for name in (process.get('name'), os.path.basename(exe) if exe else None):
-        if name and name in NEVER_SUPERVISORS:
+        if name and name in names:
             return True
     return False

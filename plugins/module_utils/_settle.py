@@ -28,9 +28,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import time
 
+from ._ladder import check_seconds
 from ._proof import evaluate, is_allowed
 
 MAX_SETTLE_SECONDS = 600.0
@@ -41,14 +41,7 @@ class SettleError(ValueError):
 
 
 def check_settle_seconds(value, option='settle_seconds'):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if isinstance(value, bool) or number is None or math.isnan(number) or not 0 <= number <= MAX_SETTLE_SECONDS:
-        raise SettleError('%s: must be a number of seconds from 0 to %g; got: %r'
-                          % (option, MAX_SETTLE_SECONDS, value))
-    return number
+    return check_seconds(option, value, maximum=MAX_SETTLE_SECONDS, error=SettleError)
 
 
 def _watched(record, selected, allow):
@@ -75,7 +68,7 @@ def next_step(record, parent_title=None):
                 'includes it, then run again' % (ppid, parent_title or '?'))
     unit = record.get('systemd_unit')
     if unit and unit.endswith('.service'):
-        return 'stop and disable %s (systemctl disable --now %s), or add it to gpu_reclaim_systemd_units' % (
+        return 'stop and disable %s (systemctl disable --now %s), or add it to gpu_reclaim_stop_units' % (
             unit, unit)
     return 'find what starts it (a cron job, a scheduler) and stop it, then run again'
 

@@ -21,6 +21,8 @@ __metaclass__ = type
 import os
 import re
 
+from ._proctree import children_from_map, descendant_pids
+
 SHOW_PROPERTIES = ('Id', 'LoadState', 'ActiveState', 'KillMode', 'TimeoutStopUSec', 'SendSIGKILL',
                    'ControlGroup', 'MainPID', 'DropInPaths')
 
@@ -120,21 +122,6 @@ def parse_timespan(text):
     return round(total, 6)
 
 
-def descendants(pid, parent_of):
-    """Every pid whose chain of parents reaches ``pid``. ``parent_of``: {pid: ppid}."""
-    children = {}
-    for child, parent in parent_of.items():
-        children.setdefault(parent, []).append(child)
-    found = set()
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
 def audit_unit(properties, holders, parent_of):
     """One unit's audit record.
 
@@ -159,7 +146,7 @@ def audit_unit(properties, holders, parent_of):
     active_state = properties.get('ActiveState') or None
 
     inside = [holder for holder in holders if holder.get('systemd_unit') == unit]
-    started = descendants(main_pid, parent_of) if main_pid > 0 else set()
+    started = set(descendant_pids(main_pid, children_from_map(parent_of))) if main_pid > 0 else set()
     escaped = [holder for holder in holders
                if holder['pid'] in started and holder.get('systemd_unit') != unit]
 

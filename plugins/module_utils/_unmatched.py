@@ -26,7 +26,7 @@ __metaclass__ = type
 import fnmatch
 import pwd
 
-from ._escalation import _container_matches
+from ._plan import container_matches
 from ._procfs import PROC_ROOT, iter_pids, read_cgroup
 
 
@@ -78,7 +78,7 @@ def unmatched_containers(selectors, containers):
     """The selectors that match none of ``containers`` (see ``containers_here``)."""
     unmatched = []
     for selector in selectors or ():
-        if not any(_container_matches({'container': container}, [selector]) for container in containers):
+        if not any(container_matches({'container': container}, [selector]) for container in containers):
             unmatched.append(selector)
     return unmatched
 

@@ -31,23 +31,10 @@ description:
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
+  - gpuops.reclaim.attributes
+  - gpuops.reclaim.attributes.read_only
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details:
-      - The module only reads, so check mode behaves exactly as a normal run, failing included.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: N/A
-    details:
-      - The module never changes anything.
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation
-      indicates no change.
-    support: full
 options:
   max_used_mib:
     description:
@@ -238,159 +225,29 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
-    HAS_PSUTIL,
-    PSUTIL_IMP_ERR,
-    discover,
-    host_gpus,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
-    HAS_PYNVML,
-    NVML_ARGUMENT_SPEC,
-    PYNVML_IMP_ERR,
-    NvmlSession,
-    check_timeout,
-    read_inventory,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
-    DEFAULT_POLL_INTERVAL,
-    ProofError,
-    check_limits,
-    wait_until_free,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._procfs import read_stat
-from ansible_collections.gpuops.reclaim.plugins.module_utils._settle import (
-    SettleError,
-    check_settle_seconds,
-    settle,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
-    GPU_SELECTION_ARGUMENT_SPEC,
-    SelectorError,
-    resolve_gpus,
-)
-
-
-def parent_title(pid):
-    """A parent's command name, from /proc/PID/stat (which never blocks behind the process's memory map)."""
-    try:
-        return read_stat(pid)['comm'] if pid else None
-    except (OSError, ValueError, KeyError):
-        return None
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import DEFAULT_POLL_INTERVAL
+from ansible_collections.gpuops.reclaim.plugins.module_utils._prove import prove
 
 
 def main():
-    argument_spec = dict(
+    spec = argument_spec(dict(
         max_used_mib=dict(type='int'),
         max_used_percent=dict(type='float'),
         allow=dict(type='list', elements='str', default=[]),
         timeout_seconds=seconds_spec(0.0),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         settle_seconds=seconds_spec(0.0),
-    )
-    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    argument_spec['require_nvml'] = dict(type='bool', default=True)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+    ))
+    spec['require_nvml'] = dict(type='bool', default=True)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
                            mutually_exclusive=[('max_used_mib', 'max_used_percent')])
     # Who the module runs as comes first: without root, installing a missing library is not the next step.
-    if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR, uid=os.geteuid())
-    if module.params['require_nvml'] and not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR, uid=os.geteuid())
-    params = module.params
-    error = convert_seconds(params, ('timeout_seconds', 'poll_interval', 'nvml_timeout', 'settle_seconds'))
-    if error:
-        module.fail_json(msg=error)
-    error = check_timeout(params['nvml_timeout'])
-    if error:
-        module.fail_json(msg=error)
-    try:
-        check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
-                     params['poll_interval'])
-        check_settle_seconds(params['settle_seconds'])
-    except (ProofError, SettleError) as exc:
-        module.fail_json(msg=str(exc))
-
-    session = NvmlSession(timeout=params['nvml_timeout'])
-    try:
-        view = read_inventory(params['nvml_timeout'], session=session)
-        if not view.available:
-            if params['require_nvml']:
-                module.fail_json(msg='Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is '
-                                     'true. Set require_nvml: false to accept the /proc view alone.' % view.error,
-                                 free=False, nvml_available=False, gpus=[], holders=[], waited_seconds=0.0,
-                                 time_to_free_seconds=None, settle_seconds_observed=0.0,
-                                 uid=os.geteuid())
-            module.warn('NVML cannot be used (%s): GPU memory is not checked, and only holders that keep a '
-                        '/dev/nvidiaN node open are seen.' % view.error)
-        try:
-            indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
-        except SelectorError as exc:
-            module.fail_json(msg=str(exc), free=False, nvml_available=view.available, gpus=[], holders=[],
-                             waited_seconds=0.0, time_to_free_seconds=None, settle_seconds_observed=0.0,
-                             uid=os.geteuid())
-
-        state = {'view': view, 'warnings': []}
-
-        def probe():
-            current = state['view']
-            if current is None:
-                current = read_inventory(params['nvml_timeout'], session=session)
-                if view.available and not current.available:
-                    # NVML went away (or hung) while waiting: nothing more can be proven.
-                    state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
-            state['view'] = None
-            snapshot = discover(current, gpu_indices=indices, read_timeout=params['nvml_timeout'])
-            for warning in snapshot.warnings:
-                if warning not in state['warnings']:
-                    state['warnings'].append(warning)
-            state['holders'] = snapshot.holders
-            # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
-            return snapshot.gpus, snapshot.holders, view.available or current.available
-
-        verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
-                                  poll_interval=params['poll_interval'], selected=indices,
-                                  max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
-                                  allow=params['allow'])
-        time_to_free = verdict['waited_seconds'] if verdict['free'] else None
-        settled = None
-        if verdict['free'] and params['settle_seconds'] > 0:
-            settled = settle(probe, [h['pid'] for h in state.get('holders') or []], params['settle_seconds'],
-                             params['poll_interval'], selected=indices, allow=params['allow'],
-                             parent_title=parent_title, max_used_mib=params['max_used_mib'],
-                             max_used_percent=params['max_used_percent'])
-            if not settled['free']:
-                verdict = dict(settled['verdict'], free=False, holders=settled['holders'],
-                               waited_seconds=verdict['waited_seconds'],
-                               lines=['The GPUs read free after %.2f s, then did not stay free for %g s:'
-                                      % (verdict['waited_seconds'], params['settle_seconds'])] + settled['lines'])
-    finally:
-        session.close()
-
-    for warning in state['warnings']:
-        module.warn(warning)
-    result = dict(
-        changed=False,
-        free=verdict['free'],
-        gpus=verdict['gpus'],
-        holders=verdict['holders'],
-        waited_seconds=verdict['waited_seconds'],
-        time_to_free_seconds=time_to_free,
-        settle_seconds_observed=settled['observed_seconds'] if settled else 0.0,
-        nvml_available=view.available,
-        uid=os.geteuid(),
-    )
-    if not verdict['free']:
-        module.fail_json(msg='\n'.join(verdict['lines']), **result)
-    result['msg'] = '%d GPU%s free (%s)%s' % (
-        len(verdict['gpus']), '' if len(verdict['gpus']) == 1 else 's',
-        ', '.join(str(g['index']) for g in verdict['gpus']) or 'none',
-        ' after %.2f s' % verdict['waited_seconds'] if verdict['waited_seconds'] else '')
-    if settled:
-        result['msg'] += ', and stayed free for %.2f s' % settled['observed_seconds']
-    module.exit_json(**result)
+    missing = missing_library(module.params['require_nvml'])
+    if missing:
+        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1], uid=os.geteuid())
+    answer(module, prove)
 
 
 if __name__ == '__main__':

@@ -94,26 +94,23 @@ description:
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
+  - gpuops.reclaim.attributes
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
   - gpuops.reclaim.protection
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details:
       - Check mode computes the same plan, signals nothing, and returns in RV(released) the holders a real run
         would signal, each with the descendants its tree would lose (C(descendants_killed)), and the supervisors
         that would be frozen and killed. C(changed) predicts the real run.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details:
       - The diff lists the holders of the selected GPUs before and after the release, and the descendants
         killed (in check mode, to be killed) with them.
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation
-      indicates no change.
     support: full
     details:
       - Once the holders are gone there is nothing to signal, and C(changed) is V(false).
@@ -543,257 +540,39 @@ nvml_available:
   sample: true
 '''
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_KILL_SECONDS,
     DEFAULT_POLL_INTERVAL,
-    Escalation,
-    EscalationError,
-    SharedHolderError,
-    baseline_memory,
-    build_scope,
-    check_poll_interval,
-    parent_processes,
-    parse_ladder,
-    plan_release,
-    shape_result,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
-    HAS_PSUTIL,
-    PSUTIL_IMP_ERR,
-    discover,
-    host_gpus,
-    self_and_ancestors,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds, seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
-    HAS_PYNVML,
-    NVML_ARGUMENT_SPEC,
-    PYNVML_IMP_ERR,
-    NvmlSession,
-    check_timeout,
-    read_inventory,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC, protection_of
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
-    GPU_SELECTION_ARGUMENT_SPEC,
-    SelectorError,
-    resolve_gpus,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._unmatched import (
-    containers_here,
-    filter_warnings,
-    list_unit_files_command,
-    list_units_command,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_list_units
-
-SYSTEMCTL_TIMEOUT = 30
-
-
-def known_units(module, patterns):
-    """Names of the units (loaded, or installed) matching ``patterns``, or None (with a warning) when
-    systemctl cannot tell."""
-    systemctl = module.get_bin_path('systemctl')
-    if not systemctl:
-        module.warn('systemd_units: systemctl is not installed here, so the unit names were not checked')
-        return None
-    timeout = module.get_bin_path('timeout')
-    names = []
-    # list-unit-files exits with 1 when nothing matches.
-    for command, good in ((list_units_command(patterns), (0,)), (list_unit_files_command(patterns), (0, 1))):
-        argv = [systemctl] + command[1:]
-        if timeout:
-            argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
-        rc, out, err = module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
-        if rc not in good:
-            module.warn('systemd_units: the unit names were not checked (%s: rc=%d %s)'
-                        % (' '.join(command[:2]), rc, err.strip()))
-            return None
-        names.extend(parse_list_units(out))
-    return names
-
-
-from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import (
-    RUNTIME_CLIS,
-    find_sources,
-    leftover_lines,
-    parent_entries,
-    planned_actions,
-    pod_entries,
-    pod_reason,
-    stop_sources,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
-    filter_reason,
-)
-
-# A systemctl or container runtime call that takes longer than this (a wedged
-# PID 1 or daemon) is cut short; a container stop gets its grace on top.
-COMMAND_TIMEOUT = 30
-
-
-def command_runner(module, extra_seconds=0):
-    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed."""
-    timeout = module.get_bin_path('timeout')
-
-    def run(argv):
-        seconds = COMMAND_TIMEOUT + int(extra_seconds)
-        bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
-        rc, out, err = module.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
-        if timeout and rc in (124, 137):
-            return rc, out, '%s did not answer within %d s' % (' '.join(argv), seconds)
-        return rc, out, err
-    return run
-
-
-def read_cgroup_text(pid):
-    with open('/proc/%d/cgroup' % pid) as handle:
-        return handle.read()
-
-
-def container_matches(record, selectors):
-    scope = build_scope([], containers=selectors)
-    return filter_reason(record, scope) is None
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import KINDS, ON_SHARED_HOLDER
+from ansible_collections.gpuops.reclaim.plugins.module_utils._reclaim import reclaim
 
 
 def main():
-    argument_spec = dict(
+    options = dict(
         users=dict(type='list', elements='str', default=[]),
         match=dict(type='str'),
         systemd_units=dict(type='list', elements='str', default=[]),
         containers=dict(type='list', elements='str', default=[]),
-        kinds=dict(type='list', elements='str', choices=['compute', 'client'], default=['compute']),
-        on_shared_holder=dict(type='str', choices=['release', 'fail'], default='release'),
-        grace_seconds=seconds_spec(10.0),
-        kill_seconds=seconds_spec(10.0),
+        kinds=dict(type='list', elements='str', choices=list(KINDS), default=['compute']),
+        on_shared_holder=dict(type='str', choices=list(ON_SHARED_HOLDER), default='release'),
+        grace_seconds=seconds_spec(DEFAULT_GRACE_SECONDS),
+        kill_seconds=seconds_spec(DEFAULT_KILL_SECONDS),
         ladder=dict(type='list', elements='dict'),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         fail_on_survivors=dict(type='bool', default=True),
         release_pods=dict(type='bool', default=False),
     )
-    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    argument_spec.update(PROTECTION_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
-    if module.params['require_nvml'] and not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
-    started = time.monotonic()
-    params = module.params
-
-    # Everything that can be wrong with the input fails here, before discovery.
-    error = convert_seconds(params, ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout'))
-    if error:
-        module.fail_json(msg=error)
-    error = check_timeout(params['nvml_timeout'])
-    if error:
-        module.fail_json(msg=error)
-    try:
-        ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
-        poll_interval = check_poll_interval(params['poll_interval'])
-        build_scope([], users=params['users'], match=params['match'], systemd_units=params['systemd_units'],
-                    containers=params['containers'], kinds=params['kinds'],
-                    on_shared_holder=params['on_shared_holder'])
-    except EscalationError as exc:
-        module.fail_json(msg=str(exc))
-
-    session = NvmlSession(timeout=params['nvml_timeout'])
-    try:
-        view = read_inventory(params['nvml_timeout'], session=session)
-        if not view.available:
-            if params['require_nvml']:
-                module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % view.error,
-                                 nvml_available=False)
-            module.warn('NVML cannot be used (%s): release is judged from /proc alone, without GPU memory '
-                        'figures.' % view.error)
-        try:
-            indices = resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
-        except SelectorError as exc:
-            module.fail_json(msg=str(exc), nvml_available=view.available)
-
-        scope_warnings = filter_warnings(
-            params['users'], params['systemd_units'], params['containers'],
-            loaded_units=known_units(module, params['systemd_units']) if params['systemd_units'] else None,
-            host_containers=containers_here() if params['containers'] else None)
-        for warning in scope_warnings:
-            module.warn(warning)
-
-        own = self_and_ancestors()
-        snapshot = discover(view, protect=params['protect'], unprotect=params['unprotect'],
-                            protect_units=params['protect_units'], read_timeout=params['nvml_timeout'])
-        for warning in snapshot.warnings:
-            module.warn(warning)
-        scope = build_scope(indices, users=params['users'], match=params['match'],
-                            systemd_units=params['systemd_units'], containers=params['containers'],
-                            kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
-                            euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
-                            pod_reason=pod_reason)
-
-        def protected(info):
-            return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
-                                 protect_units=params['protect_units'], is_self=info['pid'] in own)
-
-        try:
-            parents = parent_processes(snapshot.holders, protection=protected, read_timeout=params['nvml_timeout'])
-            plan = plan_release(snapshot.holders, scope, processes=parents)
-        except SharedHolderError as exc:
-            module.fail_json(msg=str(exc), nvml_available=view.available)
-
-        run = command_runner(module, extra_seconds=max(ladder_step['wait'] for ladder_step in ladder))
-        runtimes = dict((runtime, cli if module.get_bin_path(cli) else None) for runtime, cli in RUNTIME_CLIS.items())
-        sources = find_sources(plan.targets, read_cgroup_text, run, scope_units=params['systemd_units'],
-                               scope_containers=params['containers'], container_matches=container_matches,
-                               own_pids=own, runtimes=runtimes)
-        for warning in sources.warnings:
-            module.warn(warning)
-
-        outcome = None
-        predicted_trees = None
-        if plan.changes:
-            escalation = Escalation(
-                plan, ladder, nvml=session if view.available else None, log=module.log,
-                on_frozen=lambda: stop_sources(sources, run, stop_seconds=params['grace_seconds']),
-                poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
-                known_pids=[h['pid'] for h in snapshot.holders],
-                baseline_mib=baseline_memory(snapshot.holders, plan),
-                protection=protected, own_pids=own,
-                minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
-                                    if gpu.get('minor') is not None))
-            if module.check_mode:
-                # Plan, then stop: the trees the real run would freeze and kill, read the same way.
-                predicted_trees = escalation.predict_trees()
-            else:
-                outcome = escalation.run()
-                for warning in outcome['warnings']:
-                    module.warn(warning)
-    finally:
-        session.close()
-
-    if outcome is None:
-        planned_actions(sources, module.check_mode)
-    result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=module.check_mode,
-                          elapsed=time.monotonic() - started, predicted_trees=predicted_trees)
-    result['sources'] = (parent_entries(result.pop('parents')) + sources.entries
-                         + (pod_entries(plan.targets) if params['release_pods'] else []))
-    if any(item['action'] == 'stopped' for item in sources.entries):
-        result['changed'] = True
-    leftovers = leftover_lines(result['sources'])
-    if leftovers:
-        result['msg'] += '\n' + '\n'.join(['Sources that can start a holder again:'] + leftovers)
-    result['nvml_available'] = view.available
-    result['filter_warnings'] = scope_warnings
-    failed = result.pop('failed_release') and params['fail_on_survivors']
-    result.pop('warnings_text')
-    if not module._diff:
-        result.pop('diff')
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=argument_spec(options, protection=True), supports_check_mode=True)
+    missing = missing_library(module.params['require_nvml'])
+    if missing:
+        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
+    answer(module, reclaim, diff=module._diff)
 
 
 if __name__ == '__main__':

@@ -22,18 +22,10 @@ description:
   - Read-only. Nothing is signalled, stopped or changed.
 author:
   - gpuops.reclaim contributors (@gpuops)
-attributes:
-  check_mode:
-    support: full
-    description: Behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
 extends_documentation_fragment:
   - gpuops.reclaim.nvml
+  - gpuops.reclaim.attributes
+  - gpuops.reclaim.attributes.read_only
 options:
   units:
     description:
@@ -183,32 +175,18 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
-    HAS_PSUTIL,
-    PSUTIL_IMP_ERR,
-    discover,
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
+    Failure,
+    argument_spec,
+    check_seconds_options,
+    look,
+    missing_library,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
-    NVML_ARGUMENT_SPEC,
-    check_timeout,
-    read_inventory,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _proctree
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _units
 
 SYSTEMCTL_TIMEOUT = 30
-
-
-def parent_map():
-    """{pid: ppid} of every process that can be read."""
-    parents = {}
-    for pid in _procfs.iter_pids():
-        try:
-            parents[pid] = _procfs.read_stat(pid)['ppid']
-        except (OSError, KeyError, ValueError):
-            continue
-    return parents
+WITHOUT_NVML = 'NVML cannot be used (%s); GPU holders are found from /proc alone.'
 
 
 def systemctl(module, argv):
@@ -224,30 +202,22 @@ def systemctl(module, argv):
 
 
 def main():
-    argument_spec = dict(
+    options = dict(
         units=dict(type='list', elements='str', default=[]),
         fail_on_orphaning=dict(type='bool', default=False),
     )
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
-    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
-    if error:
-        module.fail_json(msg=error)
-    for index, pattern in enumerate(module.params['units']):
-        if not pattern or pattern.startswith('-') or os.sep in pattern:
-            module.fail_json(msg='units[%d] must be a unit name or glob; got: %r' % (index, pattern))
-
-    nvml_view = read_inventory(module.params['nvml_timeout'])
-    if not nvml_view.available:
-        if module.params['require_nvml']:
-            module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % nvml_view.error,
-                             nvml_available=False)
-        module.warn('NVML cannot be used (%s); GPU holders are found from /proc alone.' % nvml_view.error)
-    snapshot = discover(nvml_view, read_timeout=module.params['nvml_timeout'])
-    for warning in snapshot.warnings:
-        module.warn(warning)
+    module = AnsibleModule(argument_spec=argument_spec(options, gpus=False), supports_check_mode=True)
+    missing = missing_library(require_nvml=False)
+    if missing:
+        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
+    try:
+        check_seconds_options(module.params)
+        for index, pattern in enumerate(module.params['units']):
+            if not pattern or pattern.startswith('-') or os.sep in pattern:
+                raise Failure('units[%d] must be a unit name or glob; got: %r' % (index, pattern))
+        snapshot = look(module, module.params, WITHOUT_NVML, select=False).snapshot
+    except Failure as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
 
     names = _units.units_of_holders(snapshot.holders)
     for pattern in module.params['units']:
@@ -263,7 +233,7 @@ def main():
 
     records = []
     if names:
-        parents = parent_map()
+        parents = _proctree.parent_map()
         for properties in _units.parse_show(systemctl(module, _units.show_command(names))):
             records.append(_units.audit_unit(properties, snapshot.holders, parents))
 

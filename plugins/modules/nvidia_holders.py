@@ -31,23 +31,10 @@ author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
-  - gpuops.reclaim.nvml
   - gpuops.reclaim.protection
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details:
-      - The module only reads, so check mode returns the same result as a normal run.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: N/A
-    details:
-      - The module never changes anything, so there is no diff.
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation
-      indicates no change.
-    support: full
+  - gpuops.reclaim.nvml
+  - gpuops.reclaim.attributes
+  - gpuops.reclaim.attributes.read_only
 requirements:
   - psutil >= 5.8 on the managed host
 notes:
@@ -181,7 +168,7 @@ holders:
   elements: dict
   contains:
     pid:
-      description: Process id.
+      description: The holder's process id.
       type: int
       sample: 4242
     ppid:
@@ -329,61 +316,28 @@ holders:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._holders import (
-    HAS_PSUTIL,
-    PSUTIL_IMP_ERR,
-    discover,
-    host_gpus,
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
+    Failure,
+    argument_spec,
+    check_seconds_options,
+    look,
+    missing_library,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import convert_seconds
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import (
-    HAS_PYNVML,
-    NVML_ARGUMENT_SPEC,
-    PYNVML_IMP_ERR,
-    check_timeout,
-    read_inventory,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import PROTECTION_ARGUMENT_SPEC
-from ansible_collections.gpuops.reclaim.plugins.module_utils._selectors import (
-    GPU_SELECTION_ARGUMENT_SPEC,
-    SelectorError,
-    resolve_gpus,
-)
+
+WITHOUT_NVML = ('NVML cannot be used (%s). Showing the /proc view only: no GPU memory figures, GPU indices '
+                'are /dev/nvidiaN minor numbers, and processes that hold no device node open are not seen.')
 
 
 def main():
-    argument_spec = dict()
-    argument_spec.update(GPU_SELECTION_ARGUMENT_SPEC)
-    argument_spec.update(NVML_ARGUMENT_SPEC)
-    argument_spec.update(PROTECTION_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    if not HAS_PSUTIL:
-        module.fail_json(msg=missing_required_lib('psutil'), exception=PSUTIL_IMP_ERR)
-    if module.params['require_nvml'] and not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMP_ERR)
-    error = convert_seconds(module.params, ('nvml_timeout',)) or check_timeout(module.params['nvml_timeout'])
-    if error:
-        module.fail_json(msg=error)
-
-    nvml_view = read_inventory(module.params['nvml_timeout'])
-    if not nvml_view.available:
-        if module.params['require_nvml']:
-            module.fail_json(msg='NVML cannot be used and require_nvml is true: %s' % nvml_view.error,
-                             nvml_available=False)
-        module.warn('NVML cannot be used (%s). Showing the /proc view only: no GPU memory figures, GPU indices '
-                    'are /dev/nvidiaN minor numbers, and processes that hold no device node open are not seen.'
-                    % nvml_view.error)
-
+    module = AnsibleModule(argument_spec=argument_spec(protection=True), supports_check_mode=True)
+    missing = missing_library(module.params['require_nvml'])
+    if missing:
+        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
     try:
-        indices = resolve_gpus(module.params['gpus'], host_gpus(nvml_view), option='gpus')
-    except SelectorError as exc:
-        module.fail_json(msg=str(exc), nvml_available=nvml_view.available)
-
-    snapshot = discover(nvml_view, protect=module.params['protect'], unprotect=module.params['unprotect'],
-                        protect_units=module.params['protect_units'], gpu_indices=indices,
-                        read_timeout=module.params['nvml_timeout'])
-    for warning in snapshot.warnings:
-        module.warn(warning)
+        check_seconds_options(module.params)
+        snapshot = look(module, module.params, WITHOUT_NVML).snapshot
+    except Failure as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
 
     module.exit_json(
         changed=False,

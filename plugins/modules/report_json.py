@@ -22,19 +22,24 @@ description:
     (C(gpu_reclaim_report_dir)).
 author:
   - gpuops.reclaim contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.reclaim.attributes
 attributes:
   action:
     support: full
     description: Runs on the controller as an action plugin.
   check_mode:
     support: none
-    description: The report describes the run, check mode included, so it is written in check mode too.
+    details:
+      - The report describes the run, check mode included, so it is written in check mode too.
   diff_mode:
     support: none
-    description: No diff is shown.
+    details:
+      - No diff is shown.
   idempotent:
     support: full
-    description: Always reports no change; writing the same report again leaves the same file.
+    details:
+      - Always reports no change; writing the same report again leaves the same file.
 options:
   content:
     description:

@@ -547,6 +547,9 @@ class Harness:
             # The proof's settle window, which the wall time includes; reported on its own.
             'settle_s': timing.get('settle_seconds'),
             'playbook_wall_without_settle_s': round(ended - started - (timing.get('settle_seconds') or 0.0), 4),
+            # From the playbook's start until the proof task ended, the settle window left out.
+            'until_proven_free_s': (round(timing['proof_end'] - started - (timing.get('settle_seconds') or 0.0), 4)
+                                    if timing.get('proof_end') else None),
             'tasks': [item for item in timing['tasks'] if 'seconds' in item],
             'release_task_start': release_start,
             'release_task_s': _diff(timing.get('release_end'), release_start),
@@ -881,6 +884,8 @@ class Harness:
             'settle_median_s': benchlib.summary([r['settle_s'] or 0.0 for r in module])[0],
             'playbook_wall_without_settle_median_s': benchlib.summary(
                 [r['playbook_wall_without_settle_s'] for r in module])[0],
+            'until_proven_free_median_s': benchlib.summary(
+                [r['until_proven_free_s'] for r in module if r['until_proven_free_s'] is not None])[0],
             'release_task_median_s': benchlib.summary([r['release_task_s'] for r in module])[0],
         }
         entries = []
@@ -982,6 +987,8 @@ def parse_timing(path):
                 settle = (event.get('result') or {}).get('settle_seconds_observed')
                 if isinstance(settle, (int, float)):
                     found['settle_seconds'] = max(found.get('settle_seconds', 0.0), float(settle))
+                # The last proof's end: the GPUs are proven free (or not) from then on.
+                found['proof_end'] = event['time']
             if event.get('action') not in ('gpuops.reclaim.gpu_reclaim',):
                 continue
             if event['event'] == 'runner_start':

@@ -142,6 +142,7 @@ def test_parse_timing_tasks_and_settle(tmp_path):
     assert found['tasks'] == [{'task': 'First look', 'seconds': 0.5}, {'task': 'Release', 'seconds': 0.75},
                               {'task': 'Prove', 'seconds': 2.75}]
     assert found['settle_seconds'] == 2.0
+    assert found['proof_end'] == 4.5
 
 
 # -- holders ---------------------------------------------------------------------

@@ -20,12 +20,9 @@ import time
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _guardian
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
-    Escalation,
-    build_scope,
-    parse_ladder,
-    plan_release,
-)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
 
 MODULE = r'''
 import signal, sys, time

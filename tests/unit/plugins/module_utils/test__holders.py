@@ -81,11 +81,6 @@ def test_format_mib(mib, text):
     assert _holders.format_mib(mib) == text
 
 
-def test_self_and_ancestors():
-    found = _holders.self_and_ancestors()
-    assert os.getpid() in found and os.getppid() in found
-
-
 # --- discovery with real child processes ------------------------------------------
 
 def nvml_view(dev_dir_count=4, processes=None):

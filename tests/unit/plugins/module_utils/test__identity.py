@@ -145,3 +145,17 @@ def test_from_record_and_signal_name():
     assert ProcessRef.from_record({'pid': '12', 'create_time': 5}) == ProcessRef(12, 5.0)
     assert _identity.signal_name(signal.SIGKILL) == 'SIGKILL'
     assert _identity.signal_name(250) == 'signal 250'
+
+
+def test_identity_status_is_the_live_status_or_what_became_of_it(child):
+    ref = ref_of(child)
+    assert _identity.identity_status(ref) in ('running', 'sleeping')
+    assert _identity.check_identity(ref) is None
+    assert _identity.identity_status(ProcessRef(child.pid, ref.create_time + 10)) == 'reused'
+    child.kill()
+    deadline = time.time() + 5
+    while _identity.identity_status(ref) != 'zombie' and time.time() < deadline:
+        time.sleep(0.01)
+    assert _identity.check_identity(ref) == 'zombie'
+    child.wait()
+    assert _identity.identity_status(ref) == 'gone' and _identity.check_identity(ref) == 'gone'

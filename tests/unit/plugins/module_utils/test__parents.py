@@ -10,10 +10,10 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _parents
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
-    _permission_reason,
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
     build_scope,
     filter_reason,
+    permission_reason,
 )
 
 
@@ -41,7 +41,7 @@ def test_interactive_shell(process, interactive):
 
 def verdict(process, targets=(50,), **scope):
     return _parents.parent_verdict(process, build_scope([0], **scope), set(targets), filter_reason,
-                                   _permission_reason)
+                                   permission_reason)
 
 
 @pytest.mark.parametrize('process, scope, expected', [

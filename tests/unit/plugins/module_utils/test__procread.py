@@ -108,7 +108,7 @@ def test_a_deadline_is_required(timeout):
         _procread.read_files(['/nonexistent'], timeout=timeout)
 
 
-def test_titles_and_environment_of_a_live_process():
+def test_titles_of_a_live_process():
     child = subprocess.Popen([sys.executable, '-c', 'import sys, time; sys.stdout.write("ready\\n"); '
                               'sys.stdout.flush(); time.sleep(60)', 'first', 'second arg'],
                              stdout=subprocess.PIPE, env={'GPUOPS_PROBE': 'value=with=equals'})
@@ -120,7 +120,6 @@ def test_titles_and_environment_of_a_live_process():
         assert list(errors) == [2 ** 22 + 1] and isinstance(errors[2 ** 22 + 1], FileNotFoundError)
         assert stuck == []
         assert _procread.read_title(child.pid, 2).endswith(' first second arg')
-        assert _procread.read_environ(child.pid, 2)['GPUOPS_PROBE'] == 'value=with=equals'
     finally:
         child.kill()
         child.wait()

@@ -188,4 +188,4 @@ def test_a_holder_in_a_pod_names_the_pod_and_says_to_drain_the_node():
     verdict = evaluate(gpus, holders)
     assert not verdict['free']
     assert ('Next step for Kubernetes pod u-1 (pid 145): kubelet restarts it whatever is done on the host; drain the '
-            'node, or release it anyway with gpu_reclaim_release_pods.') in verdict['lines']
+            'node, or release it anyway with gpu_reclaim_scope_pods.') in verdict['lines']

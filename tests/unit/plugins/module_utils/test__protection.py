@@ -179,3 +179,16 @@ def test_never_supervisor(process, expected):
 
 def test_launchers_of_the_issue_are_listed():
     assert {'sshd-session', 'runuser', 'su', 'sudo', 'sshd'} <= _protection.NEVER_SUPERVISORS
+
+
+@pytest.mark.parametrize('pid, kernel_thread, ppid, expected', [
+    (1, False, 0, 'pid 1'),
+    (0, False, None, 'pid 1'),
+    (None, False, None, 'pid 1'),
+    (2, False, 0, 'kernel thread'),
+    (77, False, 2, 'kernel thread'),
+    (77, True, 1, 'kernel thread'),
+    (77, False, 1, None),
+])
+def test_never_signalled_whatever_the_options(pid, kernel_thread, ppid, expected):
+    assert _protection.never_signalled(pid, kernel_thread, ppid) == expected

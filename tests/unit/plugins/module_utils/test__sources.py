@@ -10,7 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _sources
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import build_scope, filter_reason
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, filter_reason
 
 HEX = 'ab' * 32
 

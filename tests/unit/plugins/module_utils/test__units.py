@@ -77,12 +77,6 @@ def test_parse_list_units_takes_first_column_once():
     assert _units.parse_list_units(text) == ['vllm-a.service', 'vllm-b.service']
 
 
-def test_descendants_follow_the_tree():
-    parents = {10: 1, 11: 10, 12: 11, 13: 1, 14: 13}
-    assert _units.descendants(10, parents) == {11, 12}
-    assert _units.descendants(99, parents) == set()
-
-
 def test_kill_mode_process_with_orphans_is_flagged():
     props = _units.parse_show(SHOW_TWO_UNITS)[0]
     record = _units.audit_unit(props, [holder(50, 'vllm-sim.service'), holder(51, 'vllm-sim.service')], {})

@@ -15,13 +15,13 @@ import sys
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _proof, _visibility
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
     SKIPPED,
-    ProcProber,
     build_scope,
     holder_verdict,
     plan_release,
 )
+from ansible_collections.gpuops.reclaim.plugins.module_utils._prober import ProcProber
 from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NvmlView
 
 NOT_VISIBLE = 'listed by NVML but not visible as a GPU holder here (another PID namespace?)'

@@ -29,7 +29,7 @@ except ImportError:  # ansible-core 2.18 and older have no helper: set the argum
         finally:
             basic._ANSIBLE_ARGS = saved
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _holders, _nvml
 
 
 @pytest.fixture
@@ -56,9 +56,12 @@ def no_library(monkeypatch, fake_nvml_factory):
 
 @pytest.fixture
 def point_discovery(monkeypatch, fake_dev):
-    """``point_discovery(module)`` makes the module see holders of the stand-in nodes only, never the host's."""
+    """``point_discovery(module)`` makes the module see holders of the stand-in nodes only, never the host's.
+
+    Every module looks through ``_discovery``, so that is where the look is pointed.
+    """
     def at(module):
-        monkeypatch.setattr(module, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
-        monkeypatch.setattr(module, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
+        monkeypatch.setattr(_discovery, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))
+        monkeypatch.setattr(_discovery, 'host_gpus', functools.partial(_holders.host_gpus, dev_dir=fake_dev))
         return fake_dev
     return at

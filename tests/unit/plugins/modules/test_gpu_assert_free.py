@@ -14,7 +14,7 @@ import threading
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _nvml, _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _nvml, _procfs
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_assert_free
 
 
@@ -142,7 +142,7 @@ def test_tells_the_user_id_it_ran_as_whether_free_busy_or_without_nvml(run_modul
 @pytest.mark.parametrize('flag, library', [('HAS_PSUTIL', 'psutil'), ('HAS_PYNVML', 'nvidia-ml-py')])
 def test_a_missing_library_is_named_with_the_user_id(run_module, gpus, monkeypatch, flag, library):
     gpus()
-    monkeypatch.setattr(gpu_assert_free, flag, False)
+    monkeypatch.setattr(_discovery, flag, False)
     result = run_module({})
     assert result['failed'] and result['uid'] == os.geteuid()
     assert result['msg'].startswith('Failed to import the required Python library (%s)' % library)

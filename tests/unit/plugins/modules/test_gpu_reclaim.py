@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _escalation, _identity, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _escalation, _identity, _nvml, _prober
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_reclaim
 
 
@@ -38,7 +38,7 @@ def fake_dev_discovery(monkeypatch, fake_dev, point_discovery):
     """Every test looks at stand-in device nodes only, never at the host's."""
     point_discovery(gpu_reclaim)
     # The release's own /proc scan for holders that appear while it waits, too.
-    monkeypatch.setattr(_escalation, 'DEV_DIR', fake_dev)
+    monkeypatch.setattr(_prober, 'DEV_DIR', fake_dev)
     return fake_dev
 
 
@@ -117,7 +117,7 @@ def test_filters_that_name_something_are_not_warned_about(run_module, no_library
 
 
 def test_missing_psutil_is_reported(run_module, monkeypatch):
-    monkeypatch.setattr(gpu_reclaim, 'HAS_PSUTIL', False)
+    monkeypatch.setattr(_discovery, 'HAS_PSUTIL', False)
     result = run_module({})
     assert result['failed'] and 'Failed to import the required Python library (psutil)' in result['msg']
 

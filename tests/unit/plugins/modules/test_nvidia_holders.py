@@ -13,7 +13,7 @@ import os
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _nvml
 from ansible_collections.gpuops.reclaim.plugins.modules import nvidia_holders
 
 
@@ -101,14 +101,14 @@ def test_require_nvml_fails_without_the_library(run_module, no_library):
 
 
 def test_require_nvml_fails_without_pynvml(run_module, monkeypatch):
-    monkeypatch.setattr(nvidia_holders, 'HAS_PYNVML', False)
+    monkeypatch.setattr(_discovery, 'HAS_PYNVML', False)
     result = run_module({'require_nvml': True})
     assert result['failed']
     assert 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
 
 
 def test_missing_psutil_is_reported(run_module, monkeypatch):
-    monkeypatch.setattr(nvidia_holders, 'HAS_PSUTIL', False)
+    monkeypatch.setattr(_discovery, 'HAS_PSUTIL', False)
     result = run_module({})
     assert result['failed']
     assert 'Failed to import the required Python library (psutil)' in result['msg']

@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""One look at the host, the way every module starts.
+
+The libraries, the options in seconds, NVML's view (or why there is none),
+the GPU selectors resolved against this host, and the holders of the GPUs
+(``_holders.discover``). A module calls ``missing_library`` and ``look`` (or
+its parts, where it needs something between them) and turns a ``Failure``
+into ``fail_json``: the message names the option and the value, and nothing
+has been signalled yet.
+
+``host`` is what the module passes for itself: anything with ``warn(text)``
+(an ``AnsibleModule``). This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections import namedtuple
+
+from ._holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
+from ._input import convert_seconds
+from ._nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, check_timeout, read_inventory
+from ._protection import PROTECTION_ARGUMENT_SPEC
+from ._selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
+
+NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
+
+
+class Failure(Exception):
+    """What the module fails with: the message, and the result keys that go with it."""
+
+    def __init__(self, msg, **fields):
+        Exception.__init__(self, msg)
+        self.fields = fields
+
+
+Look = namedtuple('Look', ['view', 'indices', 'snapshot'])
+
+
+def argument_spec(options=None, gpus=True, protection=False):
+    """A module's own ``options`` and the shared ones: ``gpus``, the NVML options and, with ``protection``, those
+    of ``_protection`` (documented by the doc fragments ``gpu_selection``, ``nvml`` and ``protection``)."""
+    spec = dict(options or {})
+    if gpus:
+        spec.update(GPU_SELECTION_ARGUMENT_SPEC)
+    spec.update(NVML_ARGUMENT_SPEC)
+    if protection:
+        spec.update(PROTECTION_ARGUMENT_SPEC)
+    return spec
+
+
+def missing_library(require_nvml=True):
+    """``(name, traceback)`` of the first library the module needs and cannot import, or None."""
+    if not HAS_PSUTIL:
+        return 'psutil', PSUTIL_IMP_ERR
+    if require_nvml and not HAS_PYNVML:
+        return 'nvidia-ml-py', PYNVML_IMP_ERR
+    return None
+
+
+def check_seconds_options(params, options=('nvml_timeout',)):
+    """Convert the options in seconds (``nvml_timeout`` among them) in place; raise ``Failure`` for a bad one."""
+    error = convert_seconds(params, options) or check_timeout(params['nvml_timeout'])
+    if error:
+        raise Failure(error)
+
+
+def open_view(host, params, without_nvml, session=None, required=NVML_REQUIRED, **fields):
+    """NVML's view of the GPUs, read within ``nvml_timeout``.
+
+    When NVML cannot be used: a ``Failure`` (``required`` with the reason)
+    if ``require_nvml`` is set, else the warning ``without_nvml`` (with the
+    reason) and a view that says so. ``fields`` go with the failure.
+    """
+    view = read_inventory(params['nvml_timeout'], session=session)
+    if not view.available:
+        if params['require_nvml']:
+            raise Failure(required % view.error, nvml_available=False, **fields)
+        host.warn(without_nvml % view.error)
+    return view
+
+
+def select_gpus(view, params, **fields):
+    """The indices of the GPUs the ``gpus`` option selects on this host; a ``Failure`` names a bad selector."""
+    try:
+        return resolve_gpus(params['gpus'], host_gpus(view), option='gpus')
+    except SelectorError as exc:
+        raise Failure(str(exc), nvml_available=view.available, **fields)
+
+
+def find_holders(warn, view, params, indices=None):
+    """``_holders.discover`` with the module's protection options and deadline; ``warn(text)`` gets its warnings."""
+    snapshot = discover(view, protect=params.get('protect') or (), unprotect=params.get('unprotect') or (),
+                        protect_units=params.get('protect_units') or (), gpu_indices=indices,
+                        read_timeout=params['nvml_timeout'])
+    for warning in snapshot.warnings:
+        warn(warning)
+    return snapshot
+
+
+def answer(module, flow, *args, **kwargs):
+    """End ``module`` with what ``flow(module, module.params, ...)`` returns, ``(result, failed)``.
+
+    ``exit_json`` with the result, or ``fail_json`` when it failed or raised a ``Failure``.
+    """
+    try:
+        result, failed = flow(module, module.params, *args, **kwargs)
+    except Failure as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+def look(host, params, without_nvml, select=True, session=None):
+    """``open_view``, ``select_gpus`` (when ``select``) and ``find_holders`` of the selected GPUs."""
+    view = open_view(host, params, without_nvml, session=session)
+    indices = select_gpus(view, params) if select else None
+    return Look(view, indices, find_holders(host.warn, view, params, indices))

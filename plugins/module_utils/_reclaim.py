@@ -1,0 +1,195 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""discover -> plan -> escalate: the whole of ``gpu_reclaim`` but its argument spec.
+
+``reclaim(host, params)`` checks the input, looks at the host
+(``_discovery``), plans the release (``_plan``) and its sources
+(``_sources``), runs it (``_escalation``) unless in check mode, and shapes
+the result (``_report``). Bad input raises ``_discovery.Failure`` before
+anything is signalled.
+
+``host`` is the module (an ``AnsibleModule``): ``warn``, ``log``,
+``run_command``, ``get_bin_path`` and ``check_mode`` are all that is used.
+This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+from ._discovery import Failure, check_seconds_options, find_holders, open_view, select_gpus
+from ._escalation import Escalation
+from ._ladder import EscalationError, check_poll_interval, longest_wait, parse_ladder
+from ._nvml import NvmlSession
+from ._plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
+from ._prober import parent_processes
+from ._proctree import self_and_ancestors
+from ._protection import protection_of
+from ._report import shape_result
+from ._sources import (
+    RUNTIME_CLIS,
+    find_sources,
+    leftover_lines,
+    parent_entries,
+    planned_actions,
+    pod_entries,
+    pod_reason,
+    stop_sources,
+)
+from ._units import parse_list_units
+from ._unmatched import containers_here, filter_warnings, list_unit_files_command, list_units_command
+
+# A systemctl or container runtime call that takes longer than this (a wedged
+# PID 1 or daemon) is cut short; a container stop gets its grace on top.
+COMMAND_TIMEOUT = 30
+SYSTEMCTL_TIMEOUT = 30
+
+WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
+SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout')
+
+
+def known_units(host, patterns):
+    """Names of the units (loaded, or installed) matching ``patterns``, or None (with a warning) when
+    systemctl cannot tell."""
+    systemctl = host.get_bin_path('systemctl')
+    if not systemctl:
+        host.warn('systemd_units: systemctl is not installed here, so the unit names were not checked')
+        return None
+    timeout = host.get_bin_path('timeout')
+    names = []
+    # list-unit-files exits with 1 when nothing matches.
+    for command, good in ((list_units_command(patterns), (0,)), (list_unit_files_command(patterns), (0, 1))):
+        argv = [systemctl] + command[1:]
+        if timeout:
+            argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
+        rc, out, err = host.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+        if rc not in good:
+            host.warn('systemd_units: the unit names were not checked (%s: rc=%d %s)'
+                      % (' '.join(command[:2]), rc, err.strip()))
+            return None
+        names.extend(parse_list_units(out))
+    return names
+
+
+def command_runner(host, extra_seconds=0):
+    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed."""
+    timeout = host.get_bin_path('timeout')
+
+    def run(argv):
+        seconds = COMMAND_TIMEOUT + int(extra_seconds)
+        bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
+        rc, out, err = host.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+        if timeout and rc in (124, 137):
+            return rc, out, '%s did not answer within %d s' % (' '.join(argv), seconds)
+        return rc, out, err
+    return run
+
+
+def read_cgroup_text(pid):
+    with open('/proc/%d/cgroup' % pid) as handle:
+        return handle.read()
+
+
+def check_input(params):
+    """The ladder and poll interval of valid options; raise ``Failure`` naming a bad option and its value."""
+    check_seconds_options(params, SECONDS_OPTIONS)
+    try:
+        ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
+        poll_interval = check_poll_interval(params['poll_interval'])
+        build_scope([], users=params['users'], match=params['match'], systemd_units=params['systemd_units'],
+                    containers=params['containers'], kinds=params['kinds'],
+                    on_shared_holder=params['on_shared_holder'])
+    except EscalationError as exc:
+        raise Failure(str(exc))
+    return ladder, poll_interval
+
+
+def reclaim(host, params, diff=False):
+    """Release the selected GPUs' holders; return ``(result, failed)``. See the module's documentation."""
+    started = time.monotonic()
+    # Everything that can be wrong with the input fails here, before discovery.
+    ladder, poll_interval = check_input(params)
+
+    session = NvmlSession(timeout=params['nvml_timeout'])
+    try:
+        view = open_view(host, params, WITHOUT_NVML, session=session)
+        indices = select_gpus(view, params)
+
+        scope_warnings = filter_warnings(
+            params['users'], params['systemd_units'], params['containers'],
+            loaded_units=known_units(host, params['systemd_units']) if params['systemd_units'] else None,
+            host_containers=containers_here() if params['containers'] else None)
+        for warning in scope_warnings:
+            host.warn(warning)
+
+        own = self_and_ancestors()
+        snapshot = find_holders(host.warn, view, params)
+        scope = build_scope(indices, users=params['users'], match=params['match'],
+                            systemd_units=params['systemd_units'], containers=params['containers'],
+                            kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
+                            euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
+                            pod_reason=pod_reason)
+
+        def protected(info):
+            return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
+                                 protect_units=params['protect_units'], is_self=info['pid'] in own)
+
+        try:
+            parents = parent_processes(snapshot.holders, protection=protected, read_timeout=params['nvml_timeout'])
+            plan = plan_release(snapshot.holders, scope, processes=parents)
+        except SharedHolderError as exc:
+            raise Failure(str(exc), nvml_available=view.available)
+
+        run = command_runner(host, extra_seconds=longest_wait(ladder))
+        runtimes = dict((runtime, cli if host.get_bin_path(cli) else None) for runtime, cli in RUNTIME_CLIS.items())
+        sources = find_sources(plan.targets, read_cgroup_text, run, scope_units=params['systemd_units'],
+                               scope_containers=params['containers'], container_matches=container_matches,
+                               own_pids=own, runtimes=runtimes)
+        for warning in sources.warnings:
+            host.warn(warning)
+
+        outcome = None
+        predicted_trees = None
+        if plan.changes:
+            escalation = Escalation(
+                plan, ladder, nvml=session if view.available else None, log=host.log,
+                on_frozen=lambda: stop_sources(sources, run, stop_seconds=params['grace_seconds']),
+                poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
+                known_pids=[h['pid'] for h in snapshot.holders],
+                baseline_mib=baseline_memory(snapshot.holders, plan),
+                protection=protected, own_pids=own,
+                minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
+                                    if gpu.get('minor') is not None))
+            if host.check_mode:
+                # Plan, then stop: the trees the real run would freeze and kill, read the same way.
+                predicted_trees = escalation.predict_trees()
+            else:
+                outcome = escalation.run()
+                for warning in outcome['warnings']:
+                    host.warn(warning)
+    finally:
+        session.close()
+
+    if outcome is None:
+        planned_actions(sources, host.check_mode)
+    result = shape_result(snapshot.gpus, snapshot.holders, plan, outcome=outcome, check_mode=host.check_mode,
+                          elapsed=time.monotonic() - started, predicted_trees=predicted_trees)
+    result['sources'] = (parent_entries(result.pop('parents')) + sources.entries
+                         + (pod_entries(plan.targets) if params['release_pods'] else []))
+    if any(item['action'] == 'stopped' for item in sources.entries):
+        result['changed'] = True
+    leftovers = leftover_lines(result['sources'])
+    if leftovers:
+        result['msg'] += '\n' + '\n'.join(['Sources that can start a holder again:'] + leftovers)
+    result['nvml_available'] = view.available
+    result['filter_warnings'] = scope_warnings
+    failed = result.pop('failed_release') and params['fail_on_survivors']
+    if not diff:
+        result.pop('diff')
+    return result, failed

@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The parts of the role's per-host summary that are worked out, not copied.
+
+Each reads the modules' results as they return them: the first look
+(``gpu_assert_free``), the release (``gpu_reclaim``) and the proof. The role's
+templates only format what these return. Controller side only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import posixpath
+
+# Every kind of holder record the release returns: what a stopped unit left behind may be in any of them.
+RELEASE_LISTS = ('released', 'survivors', 'protected', 'skipped_holders')
+
+
+def _brief(holder):
+    return {'pid': holder['pid'], 'title': holder.get('title')}
+
+
+def left_behind(release, stopped_units=(), stopped_containers=()):
+    """What each stopped unit or container left holding a GPU, as the release found it right after the stop.
+
+    Keys are the unit names and ``container <first 12 characters of the id>``;
+    values list ``pid`` and ``title`` of each process found.
+    """
+    found = [holder for key in RELEASE_LISTS for holder in (release or {}).get(key) or []]
+    left = {}
+    for unit in stopped_units:
+        left[unit] = [_brief(holder) for holder in found if holder.get('systemd_unit') == unit]
+    for container_id in stopped_containers:
+        left['container ' + container_id[:12]] = [
+            _brief(holder) for holder in found if ((holder.get('container') or {}).get('id')) == container_id]
+    return left
+
+
+def protected_holders(release, first_holders=()):
+    """Holders left alone because they are protected, the modules' own processes aside.
+
+    The release's list when it ran, else the first look's protected holders.
+    """
+    if release and 'protected' in release:
+        holders = release['protected'] or []
+    else:
+        holders = [holder for holder in first_holders or [] if holder.get('protected')]
+    return [holder for holder in holders if holder.get('is_self') is not True]
+
+
+def executable_name(holder):
+    """A protected holder's executable, as the summary names it.
+
+    From ``exe`` when known, else the command line's first word (``name`` is
+    cut at 15 characters by the kernel, so it comes last).
+    """
+    words = (holder.get('title') or '').split() or [holder.get('name') or '']
+    return posixpath.basename(holder.get('exe') or words[0] or holder.get('name') or '')
+
+
+def _holds_memory_on(holder, index):
+    # A CUDA process opens every visible GPU's device node: count it on the GPUs where it holds memory.
+    memory = holder.get('gpu_memory_mib') or {}
+    if memory:
+        return (memory.get(str(index)) or 0) > 0
+    return index in (holder.get('gpus') or ())
+
+
+def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=()):
+    """One row per GPU of the first look: memory before and after, and who held it.
+
+    ``memory_used_mib_after`` is the proof's reading, or None without a proof;
+    ``released`` lists the pids released from that GPU, ``protected`` the
+    executables of the protected holders on it.
+    """
+    after = dict((str(gpu['index']), gpu.get('memory_used_mib')) for gpu in proof_gpus or [])
+    rows = []
+    for gpu in first_gpus or []:
+        names = []
+        for holder in protected or []:
+            name = executable_name(holder) if gpu['index'] in (holder.get('gpus') or ()) else ''
+            if name and name not in names:
+                names.append(name)
+        rows.append({
+            'index': gpu['index'],
+            'uuid': gpu.get('uuid'),
+            'memory_total_mib': gpu.get('memory_total_mib'),
+            'memory_used_mib_before': gpu.get('memory_used_mib'),
+            'memory_used_mib_after': after.get(str(gpu['index'])),
+            'released': [holder['pid'] for holder in released or [] if _holds_memory_on(holder, gpu['index'])],
+            'protected': names,
+        })
+    return rows
+
+
+def _seconds_since(start, now):
+    return round(float(now) - float(start), 2)
+
+
+def host_summary(run):
+    """The role's per-host summary of one run, from what its stages registered.
+
+    ``run`` holds ``host``, ``check_mode``, ``max_used_mib``, ``first_look`` (the
+    first gpu_assert_free result), ``free_at_start``, ``release`` (gpu_reclaim's
+    result, empty when it did not run), ``proof`` (the last gpu_assert_free
+    result, empty when it did not run), ``stopped_units``,
+    ``stopped_containers``, ``reset_gpus``, ``reset_errors``, ``error``,
+    ``stages`` (seconds per stage), ``start`` and ``now`` (Unix times).
+    """
+    first = run.get('first_look') or {}
+    release = run.get('release') or {}
+    proof = run.get('proof') or {}
+    verdict = proof if proof else (first if run.get('free_at_start') else {})
+    protected = protected_holders(release, first.get('holders') or [])
+    stopped_units = list(run.get('stopped_units') or [])
+    stopped_containers = list(run.get('stopped_containers') or [])
+    stages = dict(run.get('stages') or {})
+    return {
+        'host': run['host'],
+        'check_mode': bool(run.get('check_mode')),
+        'max_used_mib': int(run.get('max_used_mib') or 0),
+        'nvml_available': first.get('nvml_available', False),
+        'gpus': gpu_rows(first.get('gpus') or [], verdict.get('gpus') or [], release.get('released') or [], protected),
+        'released': release.get('released', []),
+        'protected': protected,
+        'survivors': release.get('survivors', []),
+        'supervisors': release.get('supervisors', []),
+        'sources': release.get('sources', []),
+        'settle_seconds': proof.get('settle_seconds_observed'),
+        # Scope filters that name nothing on the host (a typo releases nothing and says so here).
+        'filter_warnings': release.get('filter_warnings', []),
+        'stopped_units': stopped_units,
+        'stopped_containers': stopped_containers,
+        'left_behind': left_behind(release, stopped_units, stopped_containers),
+        'reset_gpus': list(run.get('reset_gpus') or []),
+        # What the reset stage could not do or undo (the reset itself, persistence mode, a client's restart).
+        'reset_errors': list(run.get('reset_errors') or []),
+        'free': verdict.get('free'),
+        # Why the run failed, when it did (a failed proof, reset or stop).
+        'error': run.get('error') or '',
+        'stage_seconds': stages or {'preflight': _seconds_since(run['start'], run['now'])},
+        'total_seconds': _seconds_since(run['start'], run['now']),
+    }

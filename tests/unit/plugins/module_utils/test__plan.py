@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _plan, _report
+from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import EscalationError
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
+    SharedHolderError,
+    build_scope,
+    plan_release,
+)
+
+
+def holder(pid, gpus=(0,), **extra):
+    record = {
+        'pid': pid, 'ppid': 1, 'user': 'root', 'uid': 0, 'name': 'python3',
+        'title': 'VLLM::Worker_TP%d' % pid, 'exe': '/usr/bin/python3', 'create_time': 1000.0 + pid,
+        'state': 'sleeping', 'wchan': None, 'gpus': list(gpus),
+        'gpu_uuids': ['GPU-%d' % i for i in gpus],
+        'gpu_memory_mib': dict((str(i), 1000) for i in gpus), 'memory_mib': 1000 * len(gpus),
+        'nvml_types': ['compute'], 'device_paths': [], 'kind': 'compute', 'systemd_unit': None,
+        'container': None, 'protected': False, 'protected_reason': None, 'is_self': False,
+        'sigterm_ignored': False, 'orphaned': True,
+    }
+    record.update(extra)
+    return record
+
+
+# -- scope and plan ----------------------------------------------------------
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'match': '('}, "match: invalid regular expression '('"),
+    ({'kinds': ['compute', 'daemon']}, "kinds[1]: must be one of compute, client; got: 'daemon'"),
+    ({'on_shared_holder': 'ask'}, "on_shared_holder: must be one of release, fail; got: 'ask'"),
+    ({'users': ['']}, "users[0]: must not be empty; got: ''"),
+])
+def test_bad_scope(kwargs, message):
+    with pytest.raises(EscalationError) as info:
+        build_scope([0], **kwargs)
+    assert str(info.value).startswith(message)
+
+
+def reasons(plan):
+    found = dict((e['pid'], e['reason']) for e in plan.skipped)
+    found.update((e['pid'], e['reason']) for e in plan.protected)
+    found.update((r['pid'], 'target') for r in plan.targets)
+    return found
+
+
+def test_plan_scope_protection_and_kinds():
+    holders = [
+        holder(10, gpus=[0]),
+        holder(11, gpus=[1]),
+        holder(12, gpus=[4]),
+        holder(13, gpus=[0], kind='client', memory_mib=0, gpu_memory_mib={}),
+        holder(14, gpus=[0, 1], name='nv-hostengine', protected=True, protected_reason='GPU client nv-hostengine'),
+        holder(15, gpus=[0], is_self=True, protected=True, protected_reason='self'),
+        holder(16, gpus=[1], state='zombie'),
+    ]
+    plan = plan_release(holders, build_scope([0, 1]))
+    assert reasons(plan) == {
+        10: 'target', 11: 'target', 12: 'out of scope', 13: 'kind compute not selected'.replace('compute', 'client'),
+        14: 'GPU client nv-hostengine', 15: 'self or ancestor of this module', 16: 'already exited',
+    }
+    assert plan.changes
+    # The module's own process is protected, and says so, so a summary can leave it out.
+    assert {entry['pid']: entry['is_self'] for entry in plan.protected} == {14: False, 15: True}
+    # ... and the message counts the protected holders without it.
+    gpus = [{'index': 0, 'uuid': 'GPU-0', 'memory_used_mib': 100}, {'index': 1, 'uuid': 'GPU-1', 'memory_used_mib': 0}]
+    message = _report.shape_result(gpus, holders, plan, check_mode=True)['msg']
+    assert message.startswith('would release 2 holders of GPU 0, 1') and '; 1 protected, 3 skipped' in message
+    clients = plan_release(holders, build_scope([0, 1], kinds=['compute', 'client']))
+    assert 13 in clients.target_pids
+    assert 14 not in clients.target_pids and 15 not in clients.target_pids
+
+
+@pytest.mark.parametrize('scope, expected', [
+    ({'users': ['alice']}, [20]),
+    ({'users': ['1001']}, [20]),
+    ({'match': r'^VLLM::'}, [20, 21]),
+    ({'match': 'Engine'}, [21]),
+    ({'systemd_units': ['vllm*.service']}, [20]),
+    ({'containers': ['docker']}, [22]),
+    ({'containers': ['abc1']}, [22]),
+    ({'containers': ['podman']}, []),
+    ({'users': ['root'], 'match': 'train'}, [22]),
+])
+def test_plan_filters(scope, expected):
+    holders = [
+        holder(20, user='alice', uid=1001, systemd_unit='vllm-sim.service'),
+        holder(21, title='VLLM::EngineCore'),
+        holder(22, title='python train.py', container={'runtime': 'docker', 'id': 'abc123'}),
+    ]
+    plan = plan_release(holders, build_scope([0], **scope))
+    assert plan.target_pids == expected
+    for entry in plan.skipped:
+        assert entry['reason'] in ('user not selected', 'title does not match', 'systemd unit not selected',
+                                   'container not selected')
+
+
+def test_non_root_skips_other_users_before_signalling():
+    holders = [holder(30, user='bob', uid=1002), holder(31, user='alice', uid=1001)]
+    plan = plan_release(holders, build_scope([0], euid=1001))
+    assert plan.target_pids == [31]
+    assert plan.skipped[0]['reason'] == 'permission denied (owned by user bob)'
+
+
+def test_shared_holders_released_by_default_or_refused():
+    holders = [holder(40, gpus=[0, 5]), holder(41, gpus=[0])]
+    plan = plan_release(holders, build_scope([0]))
+    assert plan.target_pids == [40, 41]
+    assert [e['pid'] for e in plan.shared] == [40]
+    assert plan.shared[0]['outside_gpus'] == [5]
+    with pytest.raises(SharedHolderError) as info:
+        plan_release(holders, build_scope([0], on_shared_holder='fail'))
+    assert str(info.value) == ('on_shared_holder is fail and pid 40 (VLLM::Worker_TP40) also holds GPU 5 '
+                               'outside the selected GPUs 0; nothing was signalled')
+
+
+def process(pid, children, **extra):
+    entry = {'pid': pid, 'ppid': 1, 'name': 'python3', 'title': 'python3 supervisor.py', 'user': 'root',
+             'uid': 0, 'create_time': 500.0 + pid, 'systemd_unit': None, 'container': None,
+             'children': list(children)}
+    entry.update(extra)
+    return entry
+
+
+@pytest.mark.parametrize('parent, scope, expected_reason', [
+    (process(100, [50, 51]), {}, 'parent whose children are all targeted holders: it could respawn them'),
+    (process(100, [50, 51, 52]), {}, None),  # 52 is no target: a real parent, not a supervisor
+    # A shell loop is a respawner; an interactive shell on a terminal is only frozen and thawed.
+    (process(100, [50, 51], name='bash', title="bash -c while true; do worker; done"), {},
+     'parent whose children are all targeted holders: it could respawn them'),
+    (process(100, [50, 51], name='bash', title='-bash', tty='/dev/pts/0'), {}, None),
+    (process(100, [50, 51], name='containerd-shim-runc-v2'), {}, None),
+    (process(100, [50, 51], protected=True), {}, None),
+    (process(100, [50, 51], user='bob', uid=1002), {'users': ['root']}, None),
+    (process(100, [50, 51], user='bob', uid=1002), {'euid': 1001}, None),
+    (process(100, [50, 51, 52], systemd_unit='vllm.service'), {'systemd_units': ['vllm.service']},
+     'parent of targeted holders, within the selected filters'),
+    (process(100, [50, 51, 52], systemd_unit='other.service'), {'systemd_units': ['vllm.service']}, None),
+])
+def test_supervisor_rule(parent, scope, expected_reason):
+    unit = scope.get('systemd_units', [None])[0]
+    holders = [holder(50, ppid=100, systemd_unit=unit), holder(51, ppid=100, systemd_unit=unit)]
+    plan = plan_release(holders, build_scope([0], **scope), processes={100: parent})
+    if expected_reason is None:
+        assert plan.supervisors == []
+    else:
+        assert plan.supervisors == [{
+            'pid': 100, 'ppid': 1, 'name': parent['name'], 'title': parent['title'], 'user': parent['user'],
+            'create_time': parent['create_time'], 'children': [50, 51], 'reason': expected_reason}]
+        assert plan.changes
+
+
+@pytest.mark.parametrize('ppid, own', [(1, ()), (2, ()), (100, (100,))])
+def test_supervisor_never_init_kernel_or_self(ppid, own):
+    holders = [holder(50, ppid=ppid)]
+    plan = plan_release(holders, build_scope([0], own_pids=own), processes={ppid: process(ppid, [50])})
+    assert plan.supervisors == []
+
+
+def test_supervisor_that_is_a_holder_is_not_planned_twice():
+    holders = [holder(50, ppid=60), holder(60, gpus=[3], ppid=1)]
+    plan = plan_release(holders, build_scope([0]), processes={60: process(60, [50])})
+    assert plan.supervisors == []
+
+
+# -- holders that appear during the release: the pure decisions ----------------
+
+@pytest.mark.parametrize('extra, scope, expected', [
+    ({}, {}, ('target', None)),
+    ({'pid': 1}, {}, ('protected', 'pid 1')),
+    ({'ppid': 2}, {}, ('protected', 'kernel thread')),
+    ({'pid': 4242}, {'own_pids': [4242]}, ('protected', 'self or ancestor of this module')),
+    ({'is_self': True}, {}, ('protected', 'self or ancestor of this module')),
+    ({'protected': True, 'protected_reason': 'default protected executable nv-hostengine'}, {},
+     ('protected', 'default protected executable nv-hostengine')),
+    ({'kind': 'client'}, {}, ('skipped', 'kind client not selected')),
+    ({'kind': 'client'}, {'kinds': ['compute', 'client']}, ('target', None)),
+    ({'state': 'zombie'}, {}, ('skipped', 'already exited')),
+    ({'user': 'alice', 'uid': 1000}, {'users': ['bob']}, ('skipped', 'user not selected')),
+    ({'title': 'python train.py'}, {'match': '^VLLM::'}, ('skipped', 'title does not match')),
+    ({'systemd_unit': 'train.service'}, {'systemd_units': ['vllm-*.service']},
+     ('skipped', 'systemd unit not selected')),
+    ({}, {'containers': ['docker']}, ('skipped', 'container not selected')),
+    ({'uid': 0, 'user': 'root'}, {'euid': 1000}, ('skipped', 'permission denied (owned by user root)')),
+    ({'gpus': [3]}, {}, ('skipped', 'out of scope')),
+])
+def test_newcomer_verdict_is_the_discovery_decision(extra, scope, expected):
+    record = holder(extra.pop('pid', 4242), **extra)
+    assert _plan.newcomer_verdict(record, build_scope([0, 1], **scope)) == expected
+
+
+def test_newcomer_verdict_own_pids_argument():
+    assert _plan.newcomer_verdict(holder(4242), build_scope([0]), own_pids={4242})[0] == 'protected'
+
+
+@pytest.mark.parametrize('container, selectors, expected', [
+    ({'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['kubepods'], True),
+    ({'runtime': 'cri-o', 'id': 'cd' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['7c5f0a3e'], True),
+    ({'runtime': 'containerd', 'id': 'ab' * 32, 'pod_uid': '7c5f0a3e-1d2b-4c6a-9e8f-0123456789ab'}, ['abab'], True),
+    ({'runtime': 'docker', 'id': 'ef' * 32}, ['kubepods'], False),
+    ({'runtime': 'docker', 'id': 'ef' * 32}, ['docker'], True),
+    (None, ['kubepods'], False),
+])
+def test_container_selectors_cover_kubernetes_pods(container, selectors, expected):
+    assert _plan.container_matches({"container": container}, selectors) is expected
