@@ -21,6 +21,8 @@ import sys
 
 import yaml
 
+from worktree_files import copy_work_tree
+
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SCRATCH_BASE = os.path.join(ROOT, "build", "changelog-release")
 SCRATCH = os.path.join(SCRATCH_BASE, "ansible_collections", "gpuops", "reclaim")
@@ -36,23 +38,8 @@ def copy_tree():
     """Tracked and new (not ignored) files, as the collection tree script copies them."""
     if os.path.isdir(SCRATCH_BASE):
         shutil.rmtree(SCRATCH_BASE)
-    os.makedirs(SCRATCH)
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout.split(b"\0")
-    for raw in listed:
-        if not raw:
-            continue
-        path = raw.decode()
-        source = os.path.join(ROOT, path)
-        if not os.path.isfile(source):
-            continue
-        target = os.path.join(SCRATCH, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(source, target)
-    # The copy lies inside this repository's ignored build folder: give it a
-    # git index of its own, or antsibull-changelog (vcs: auto) sees no file.
-    subprocess.run(["git", "init", "-q"], cwd=SCRATCH, check=True)
+    # antsibull-changelog (vcs: auto) lists files through the copy's own git index.
+    copy_work_tree(ROOT, SCRATCH)
     subprocess.run(["git", "add", "-A"], cwd=SCRATCH, check=True)
 
 

@@ -26,6 +26,8 @@ import sys
 import time
 import zipfile
 
+from worktree_files import copy_work_tree
+
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 MATRIX = os.path.join(ROOT, "build", "matrix")
 VERSIONS_FILE = os.path.join(ROOT, "tests", "matrix", "versions.txt")
@@ -96,21 +98,9 @@ def copy_tree(version):
     tree_base = os.path.dirname(os.path.dirname(os.path.dirname(tree)))
     if os.path.isdir(tree_base):
         shutil.rmtree(tree_base)
-    os.makedirs(tree)
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout.split(b"\0")
-    for raw in listed:
-        path = raw.decode()
-        source = os.path.join(ROOT, path)
-        if not raw or not os.path.isfile(source):
-            continue
-        target = os.path.join(tree, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(source, target)
     # A git repository of its own, so that ansible-test lists its files
     # instead of applying this repository's ignore rules (build/).
-    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    copy_work_tree(ROOT, tree)
     # The stand-in NVML's own tests compile it against nvml.h, which the
     # testbed set-up unpacks into build/ (ignored, so not copied above).
     include = os.path.join(ROOT, "build", "simhost", "nvml-include")

@@ -757,6 +757,41 @@ class Harness:
         with open(log_path) as handle:
             return proc.returncode, seconds, handle.read()
 
+    def ansible_floor(self, repetitions=3):
+        """What Ansible itself costs on this host, to read the playbook's figures against: the wall time of a
+        playbook with no task, and the time of a task of ansible.builtin.ping (the first, which builds the
+        module, and the later ones), through the same inventory, interpreter and settings as the role."""
+        empty = os.path.join(self.work, 'floor-empty.yml')
+        pings = os.path.join(self.work, 'floor-ping.yml')
+        with open(empty, 'w') as handle:
+            handle.write('- hosts: localhost\n  gather_facts: false\n  tasks: []\n')
+        with open(pings, 'w') as handle:
+            handle.write('- hosts: localhost\n  gather_facts: false\n  tasks:\n'
+                         + ''.join('    - name: Ping %d\n      ansible.builtin.ping:\n' % number
+                                   for number in range(4)))
+        walls, first, later = [], [], []
+        for repetition in range(repetitions):
+            for path in (empty, pings):
+                timing_file = os.path.join(self.work, 'floor-%d.jsonl' % repetition)
+                command = [self.python, '-m', 'ansible.cli.playbook', '-i', self.inventory, path]
+                with self.logfile('floor') as out:
+                    started = time.time()
+                    proc = subprocess.run(command, env=self.ansible_env(GPU_TIMING_FILE=timing_file), stdout=out,
+                                          stderr=subprocess.STDOUT, cwd=self.work, timeout=120, check=False)
+                    wall = time.time() - started
+                if proc.returncode != 0:
+                    raise HarnessError('the floor playbook %s failed (status %d)' % (path, proc.returncode))
+                if path == empty:
+                    walls.append(wall)
+                    continue
+                tasks = [item['seconds'] for item in parse_timing(timing_file)['tasks'] if 'seconds' in item]
+                first.extend(tasks[:1])
+                later.extend(tasks[1:])
+        return {'empty_playbook_median_s': benchlib.summary(walls)[0],
+                'ping_task_first_median_s': benchlib.summary(first)[0],
+                'ping_task_median_s': benchlib.summary(later)[0],
+                'repetitions': repetitions}
+
     def run_sources_module(self, repetition):
         label = 'sources-module-%d' % repetition
         run_dir, records, respawner, unshare = self.deploy_sources(label)
@@ -1115,6 +1150,12 @@ def main(argv=None):
         except HarnessError as exc:
             error = str(exc)
             log('stopped: %s' % error)
+        floor = None
+        if error is None:
+            try:
+                floor = harness.ansible_floor()
+            except (HarnessError, subprocess.SubprocessError, OSError) as exc:
+                floor = {'error': str(exc)}
         entries = harness.results(kind, machine, date)
         ok = error is None and all(item['ok'] for item in harness.checks) and bool(harness.runs['module'])
         data = {
@@ -1136,6 +1177,8 @@ def main(argv=None):
             'preflight_holders': harness.preflight_listing['holders'],
             'checks': harness.checks,
             'runs': harness.runs,
+            # Ansible's own cost on this host: a playbook with no task, and a ping task.
+            'ansible_floor': floor,
         }
         path = result_path(kind, date)
         benchlib.write_json(path, scrub_paths(data))

@@ -486,3 +486,17 @@ def test_deploy_sources_respawns_and_finds_the_namespace_init_from_outside(devic
         assert harness.owned.stop_all(grace=0.5) == []
         for child in harness.children:
             child.wait(timeout=10)
+
+
+def test_ansible_floor_times_an_empty_playbook_and_ping_tasks(tmp_path):
+    args = acceptance.parse_args(['--work-dir', str(tmp_path / 'work')])
+    harness = acceptance.Harness(args)
+    harness.work = str(tmp_path / 'run')
+    os.makedirs(harness.work)
+    harness.inventory = str(tmp_path / 'inventory.ini')
+    with open(harness.inventory, 'w') as handle:
+        handle.write('localhost ansible_connection=local ansible_python_interpreter=%s\n' % sys.executable)
+    floor = harness.ansible_floor(repetitions=1)
+    assert floor['repetitions'] == 1
+    assert 0 < floor['empty_playbook_median_s'] < 60
+    assert 0 < floor['ping_task_first_median_s'] < 60 and 0 < floor['ping_task_median_s'] < 60
