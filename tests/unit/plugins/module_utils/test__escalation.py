@@ -20,7 +20,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
 from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
-from escalation_harness import (
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     add_parent,
     holder,
     POLITE,

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope
-from escalation_harness import (
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     add_parent,
     alive,
     holder,

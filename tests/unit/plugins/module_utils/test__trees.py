@@ -24,7 +24,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
-from escalation_harness import (
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     alive,
     FORKER,
     holder,
