@@ -11,10 +11,10 @@ __metaclass__ = type
 import subprocess
 import sys
 
-import psutil
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _prober
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import kill_tree
 
 
 @pytest.fixture
@@ -35,16 +35,4 @@ def spawned():
 
     yield spawn
     for proc in procs:
-        if proc.poll() is None:
-            # Its children too (a respawner's worker), after it so that none is respawned.
-            try:
-                children = psutil.Process(proc.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                children = []
-            proc.kill()
-            for child in children:
-                try:
-                    child.kill()
-                except psutil.NoSuchProcess:
-                    pass
-        proc.wait()
+        kill_tree(proc)

@@ -224,6 +224,23 @@ FORKER = (
 )
 
 
+def kill_tree(proc):
+    """Kill a process this test started and its children (a respawner's worker), the parent first so that none is
+    respawned, then reap it."""
+    if proc.poll() is None:
+        try:
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        proc.kill()
+        for child in children:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+    proc.wait()
+
+
 def real_holder(pid, **extra):
     proc = psutil.Process(pid)
     return holder(pid, ppid=proc.ppid(), create_time=proc.create_time(), user=proc.username(),

@@ -16,21 +16,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
     build_scope,
     plan_release,
 )
-
-
-def holder(pid, gpus=(0,), **extra):
-    record = {
-        'pid': pid, 'ppid': 1, 'user': 'root', 'uid': 0, 'name': 'python3',
-        'title': 'VLLM::Worker_TP%d' % pid, 'exe': '/usr/bin/python3', 'create_time': 1000.0 + pid,
-        'state': 'sleeping', 'wchan': None, 'gpus': list(gpus),
-        'gpu_uuids': ['GPU-%d' % i for i in gpus],
-        'gpu_memory_mib': dict((str(i), 1000) for i in gpus), 'memory_mib': 1000 * len(gpus),
-        'nvml_types': ['compute'], 'device_paths': [], 'kind': 'compute', 'systemd_unit': None,
-        'container': None, 'protected': False, 'protected_reason': None, 'is_self': False,
-        'sigterm_ignored': False, 'orphaned': True,
-    }
-    record.update(extra)
-    return record
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import holder
 
 
 # -- scope and plan ----------------------------------------------------------

@@ -16,16 +16,7 @@ import psutil
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _prober, _proctree
-
-POLITE = 'import time\nwhile True:\n    time.sleep(0.01)\n'
-RESPAWNER = (
-    'import subprocess, sys, time\n'
-    'worker = subprocess.Popen([sys.executable, "-c", %r])\n'
-    'while True:\n'
-    '    if worker.poll() is not None:\n'
-    '        worker = subprocess.Popen([sys.executable, "-c", %r])\n'
-    '    time.sleep(0.01)\n'
-) % (POLITE, POLITE)
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import RESPAWNER, kill_tree
 
 
 @pytest.fixture
@@ -33,17 +24,7 @@ def respawner():
     """A parent that keeps one child alive; both killed at the end (only what the test started)."""
     proc = subprocess.Popen([sys.executable, '-c', RESPAWNER])
     yield proc
-    try:
-        children = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        children = []
-    proc.kill()
-    for child in children:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
-    proc.wait()
+    kill_tree(proc)
 
 
 def first_child(pid, timeout=5.0):
