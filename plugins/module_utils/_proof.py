@@ -209,6 +209,17 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
     }
 
 
+def verdict_message(verdict):
+    """The one text for a verdict: one line per busy GPU and the next steps, or which GPUs are free."""
+    if not verdict['free']:
+        return '\n'.join(verdict['lines'])
+    waited = verdict.get('waited_seconds')
+    return '%d GPU%s free (%s)%s' % (
+        len(verdict['gpus']), '' if len(verdict['gpus']) == 1 else 's',
+        ', '.join(str(g['index']) for g in verdict['gpus']) or 'none',
+        ' after %.2f s' % waited if waited else '')
+
+
 def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVAL, clock=time.monotonic,
                     sleep=time.sleep, **criteria):
     """Call ``probe()`` until ``evaluate`` says free or ``timeout_seconds`` passed.

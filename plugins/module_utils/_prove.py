@@ -23,7 +23,7 @@ import os
 from ._discovery import Failure, check_seconds_options, find_holders, open_view, select_gpus
 from ._nvml import NvmlSession, read_inventory
 from ._procfs import read_stat
-from ._proof import ProofError, check_limits, wait_until_free
+from ._proof import ProofError, check_limits, verdict_message, wait_until_free
 from ._settle import SettleError, check_settle_seconds, settle
 
 NVML_REQUIRED = ('Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is true. Set require_nvml: '
@@ -114,13 +114,9 @@ def prove(host, params):
         nvml_available=view.available,
         uid=os.geteuid(),
     )
+    result['msg'] = verdict_message(verdict)
     if not verdict['free']:
-        result['msg'] = '\n'.join(verdict['lines'])
         return result, True
-    result['msg'] = '%d GPU%s free (%s)%s' % (
-        len(verdict['gpus']), '' if len(verdict['gpus']) == 1 else 's',
-        ', '.join(str(g['index']) for g in verdict['gpus']) or 'none',
-        ' after %.2f s' % verdict['waited_seconds'] if verdict['waited_seconds'] else '')
     if settled:
         result['msg'] += ', and stayed free for %.2f s' % settled['observed_seconds']
     return result, False

@@ -6,10 +6,12 @@
 """discover -> plan -> escalate: the whole of ``gpu_reclaim`` but its argument spec.
 
 ``reclaim(host, params)`` checks the input, looks at the host
-(``_discovery``), plans the release (``_plan``) and its sources
-(``_sources``), runs it (``_escalation``) unless in check mode, and shapes
-the result (``_report``). Bad input raises ``_discovery.Failure`` before
-anything is signalled.
+(``_discovery``), judges the GPUs as ``gpu_assert_free`` would when asked to
+release only busy GPUs (``_proof``), plans the release (``_plan``) and its
+sources (``_sources``), runs it (``_escalation``) unless in check mode, and
+shapes the result (``_report``). Bad input, or ``require_root`` without root,
+raises ``_discovery.Failure`` before anything is signalled; every result and
+failure carries the module's ``uid``.
 
 ``host`` is the module (an ``AnsibleModule``): ``warn``, ``log``,
 ``run_command``, ``get_bin_path`` and ``check_mode`` are all that is used.
@@ -28,6 +30,7 @@ from ._escalation import Escalation
 from ._ladder import EscalationError, check_poll_interval, longest_wait, parse_ladder
 from ._nvml import NvmlSession
 from ._plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
+from ._proof import ProofError, check_limits, evaluate, verdict_message
 from ._prober import parent_processes
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -105,16 +108,37 @@ def check_input(params):
         build_scope([], users=params['users'], match=params['match'], systemd_units=params['systemd_units'],
                     containers=params['containers'], kinds=params['kinds'],
                     on_shared_holder=params['on_shared_holder'])
-    except EscalationError as exc:
+        check_limits(params['max_used_mib'], poll_interval=poll_interval)
+    except (EscalationError, ProofError) as exc:
         raise Failure(str(exc))
     return ladder, poll_interval
 
 
+def judge_at_start(snapshot, indices, params, nvml_available):
+    """``gpu_assert_free``'s verdict on what discovery found, without waiting: the result's ``before``."""
+    verdict = evaluate(snapshot.gpus, snapshot.holders, selected=indices, max_used_mib=params['max_used_mib'],
+                       allow=params['allow'], nvml_available=nvml_available)
+    return dict(free=verdict['free'], gpus=verdict['gpus'], holders=verdict['holders'], msg=verdict_message(verdict))
+
+
 def reclaim(host, params, diff=False):
     """Release the selected GPUs' holders; return ``(result, failed)``. See the module's documentation."""
+    uid = os.geteuid()
+    try:
+        result, failed = _reclaim(host, params, uid, diff)
+    except Failure as exc:
+        exc.fields.setdefault('uid', uid)
+        raise
+    result['uid'] = uid
+    return result, failed
+
+
+def _reclaim(host, params, uid, diff):
     started = time.monotonic()
     # Everything that can be wrong with the input fails here, before discovery.
     ladder, poll_interval = check_input(params)
+    if params['require_root'] and uid != 0:
+        raise Failure('require_root: the module runs as uid %d, not root; nothing was looked at or signalled' % uid)
 
     session = NvmlSession(timeout=params['nvml_timeout'])
     try:
@@ -130,6 +154,11 @@ def reclaim(host, params, diff=False):
 
         own = self_and_ancestors()
         snapshot = find_holders(host.warn, view, params)
+        before = judge_at_start(snapshot, indices, params, view.available) if params['only_if_busy'] else None
+        # Free only as NVML tells it: without memory figures nothing is proven free.
+        free_at_start = bool(before and before['free'] and view.available)
+        # GPUs already free: nothing to plan, so nothing is signalled or stopped, allowed holders included.
+        holders = [] if free_at_start else snapshot.holders
         scope = build_scope(indices, users=params['users'], match=params['match'],
                             systemd_units=params['systemd_units'], containers=params['containers'],
                             kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
@@ -141,8 +170,8 @@ def reclaim(host, params, diff=False):
                                  protect_units=params['protect_units'], is_self=info['pid'] in own)
 
         try:
-            parents = parent_processes(snapshot.holders, protection=protected, read_timeout=params['nvml_timeout'])
-            plan = plan_release(snapshot.holders, scope, processes=parents)
+            parents = parent_processes(holders, protection=protected, read_timeout=params['nvml_timeout'])
+            plan = plan_release(holders, scope, processes=parents)
         except SharedHolderError as exc:
             raise Failure(str(exc), nvml_available=view.available)
 
@@ -189,6 +218,11 @@ def reclaim(host, params, diff=False):
         result['msg'] += '\n' + '\n'.join(['Sources that can start a holder again:'] + leftovers)
     result['nvml_available'] = view.available
     result['filter_warnings'] = scope_warnings
+    result['free_at_start'] = free_at_start if before else None
+    if before:
+        result['before'] = before
+        if free_at_start:
+            result['msg'] = 'nothing to release: %s at the start' % before['msg']
     failed = result.pop('failed_release') and params['fail_on_survivors']
     if not diff:
         result.pop('diff')

@@ -209,6 +209,37 @@ options:
         RV(survivors) and RV(stuck_gpus) and the task succeeds.
     type: bool
     default: true
+  only_if_busy:
+    description:
+      - Release only when a selected GPU is busy. The module first judges the selected GPUs from its own look at
+        the holders, as M(gpuops.reclaim.gpu_assert_free) judges them with O(max_used_mib), O(allow) and no wait,
+        and returns that picture in RV(before). When every selected GPU is already free, nothing is signalled or
+        stopped (holders in O(allow) and holders in scope included), and RV(free_at_start) is V(true).
+      - Only NVML's memory figures prove a GPU free. When NVML cannot be used, the release goes on from C(/proc).
+      - With V(false), every holder in scope is released whatever the GPUs' memory.
+      - One task is then both the look before the release and the release itself.
+    type: bool
+    default: false
+  max_used_mib:
+    description:
+      - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free.
+    type: int
+    default: 64
+  allow:
+    description:
+      - With O(only_if_busy), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free). Each
+        item is an executable name (compared with the command name, the executable's basename and the first word
+        of the title) or a PID, and the GPU memory an allowed holder uses is accepted too. Once a GPU is busy,
+        an allowed holder in scope is released with the others.
+    type: list
+    elements: str
+    default: []
+  require_root:
+    description:
+      - Fail before anything is looked at or signalled when the module does not run as root. The failure and
+        every result carry RV(uid).
+    type: bool
+    default: false
 requirements:
   - psutil >= 5.8 on the managed host
   - Linux 5.3 and Python 3.9 for pidfd signalling; older systems fall back to kill() right after the identity check
@@ -250,6 +281,18 @@ EXAMPLES = r'''
       - action: freeze
       - signal: SIGKILL
         wait: 10
+
+- name: Release the holders of GPUs 0 and 1 only when one of them is busy, and say which were
+  gpuops.reclaim.gpu_reclaim:
+    gpus: ["0", "1"]
+    only_if_busy: true
+    max_used_mib: 64
+    require_root: true
+  register: __gpu_reclaim
+
+- name: Show the GPUs as they were before the release
+  ansible.builtin.debug:
+    msg: "{{ __gpu_reclaim.before.msg }}"
 
 - name: Report survivors instead of failing, and decide in the play
   gpuops.reclaim.gpu_reclaim:
@@ -538,7 +581,58 @@ nvml_available:
   returned: always
   type: bool
   sample: true
+uid:
+  description: The effective user id the module runs as, also when it fails.
+  returned: always
+  type: int
+  sample: 0
+free_at_start:
+  description: With O(only_if_busy), whether every selected GPU was already free, so that nothing was done; else
+    V(null).
+  returned: always
+  type: bool
+  sample: false
+before:
+  description: With O(only_if_busy), the selected GPUs as M(gpuops.reclaim.gpu_assert_free) would have judged them
+    before the release, in its result's shape.
+  returned: when O(only_if_busy) is true
+  type: dict
+  contains:
+    free:
+      description: Whether every selected GPU was free.
+      type: bool
+      returned: always
+    gpus:
+      description: One entry per selected GPU, as M(gpuops.reclaim.gpu_assert_free) returns them.
+      type: list
+      elements: dict
+      returned: always
+    holders:
+      description: The holders that kept a selected GPU busy.
+      type: list
+      elements: dict
+      returned: always
+    msg:
+      description: One line per busy GPU, with its holders and the next steps, or which GPUs were free.
+      type: str
+      returned: always
+  sample:
+    free: false
+    gpus:
+      - index: 0
+        uuid: GPU-8cdf1234-0000-4000-8000-000000000000
+        memory_used_mib: 41570
+        memory_total_mib: 143771
+        limit_mib: 64
+        free: false
+        holder_pids: [654]
+        allowed_pids: []
+        reasons: ["held by 1 process", "41570 MiB used, more than 64 MiB"]
+    holders: []
+    msg: "GPU 0 (GPU-8cdf1234) busy: 41570 MiB used; holders: pid 654 VLLM::Worker_TP0 (orphaned, parent 1, state S)"
 '''
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -567,11 +661,15 @@ def main():
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         fail_on_survivors=dict(type='bool', default=True),
         release_pods=dict(type='bool', default=False),
+        only_if_busy=dict(type='bool', default=False),
+        max_used_mib=dict(type='int', default=64),
+        allow=dict(type='list', elements='str', default=[]),
+        require_root=dict(type='bool', default=False),
     )
     module = AnsibleModule(argument_spec=argument_spec(options, protection=True), supports_check_mode=True)
     missing = missing_library(module.params['require_nvml'])
     if missing:
-        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
+        module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1], uid=os.geteuid())
     answer(module, reclaim, diff=module._diff)
 
 

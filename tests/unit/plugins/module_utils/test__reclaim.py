@@ -43,7 +43,7 @@ class Host:
 def params(**extra):
     values = {'ladder': None, 'grace_seconds': 10.0, 'kill_seconds': 10.0, 'poll_interval': 0.05,
               'nvml_timeout': 5.0, 'users': [], 'match': None, 'systemd_units': [], 'containers': [],
-              'kinds': ['compute'], 'on_shared_holder': 'release'}
+              'kinds': ['compute'], 'on_shared_holder': 'release', 'max_used_mib': 64}
     values.update(extra)
     return values
 
@@ -59,6 +59,7 @@ def test_good_input_gives_the_ladder_and_the_poll_interval():
     ({'poll_interval': 9}, 'poll_interval: must be a number of seconds from 0.005 to 5; got: 9'),
     ({'match': '('}, "match: invalid regular expression '('"),
     ({'kill_seconds': True}, 'kill_seconds'),
+    ({'max_used_mib': -1}, 'max_used_mib: must be 0 or more; got: -1'),
 ])
 def test_bad_input_fails_naming_the_option(values, message):
     with pytest.raises(Failure) as caught:

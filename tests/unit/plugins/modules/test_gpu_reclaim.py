@@ -328,3 +328,63 @@ def test_holder_forked_on_sigterm_is_adopted(run_module, no_library, fork_then_e
     assert (child, 'SIGTERM', 'sent') not in signals and (child, 'SIGKILL', 'sent') in signals
     assert monitor.poll() is None
     assert result['msg'].startswith('released 2 holders of GPU 0 in ')
+
+
+def test_only_if_busy_on_free_gpus_does_nothing(run_module, two_gpus, signals):
+    result = run_module({'only_if_busy': True})
+    assert result['free_at_start'] is True and result['changed'] is False
+    assert result['before']['free'] is True and [g['index'] for g in result['before']['gpus']] == [0, 1]
+    assert result['msg'] == 'nothing to release: 2 GPUs free (0, 1) at the start'
+    assert result['uid'] == os.geteuid() and signals == []
+
+
+def test_only_if_busy_leaves_allowed_holders_of_free_gpus_alone(run_module, two_gpus, fake_dev_discovery,
+                                                                spawn_holder, signals, monkeypatch,
+                                                                fake_nvml_factory):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    two_gpus.gpus[0]['used_mib'] = 4096
+    two_gpus.processes[(0, 'compute')] = [(holder.pid, 4096)]
+    args = {'gpus': ['0'], 'only_if_busy': True, 'allow': [str(holder.pid)]}
+    result = run_module(args)
+    assert result['free_at_start'] is True and result['released'] == [] and result['changed'] is False
+    assert result['before']['gpus'][0]['allowed_pids'] == [holder.pid]
+    assert signals == [] and alive(holder)
+    # Not allowed, the same holder makes GPU 0 busy: it is planned for release.
+    busy = run_module({'gpus': ['0'], 'only_if_busy': True, '_ansible_check_mode': True})
+    assert busy['free_at_start'] is False and busy['changed'] is True
+    assert busy['before']['gpus'][0]['holder_pids'] == [holder.pid]
+    assert busy['before']['msg'].startswith('GPU 0 (GPU-0000\u2026) busy: 4096 MiB used; holders: pid %d ' % holder.pid)
+    assert [e['pid'] for e in busy['released']] == [holder.pid]
+    # Free by /proc alone proves nothing: without NVML the release goes on, and releases it.
+    without = fake_nvml_factory(())
+    without.init_error = without.NVMLError_LibraryNotFound()
+    monkeypatch.setattr(_nvml, 'pynvml', without)
+    released = run_module(dict(args, grace_seconds=5))
+    assert released['nvml_available'] is False and released['before']['free'] is True
+    assert released['free_at_start'] is False and [e['pid'] for e in released['released']] == [holder.pid]
+    assert holder.wait(2) == -signal.SIGTERM and signals and signals[0][0] == holder.pid
+
+
+def test_without_only_if_busy_there_is_no_before(run_module, two_gpus, signals):
+    result = run_module({})
+    assert result['free_at_start'] is None and 'before' not in result
+
+
+def test_require_root_fails_before_anything_without_root(run_module, no_library, fake_dev_discovery, spawn_holder,
+                                                         signals, monkeypatch):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+    result = run_module({'require_root': True, 'only_if_busy': True})
+    assert result['failed'] and result['uid'] == 1000
+    assert result['msg'] == 'require_root: the module runs as uid 1000, not root; nothing was looked at or signalled'
+    assert signals == [] and alive(holder)
+
+
+def test_uid_comes_with_a_failure_too(run_module, monkeypatch, two_gpus):
+    monkeypatch.setattr(_discovery, 'HAS_PSUTIL', False)
+    assert run_module({})['uid'] == os.geteuid()
+    monkeypatch.setattr(_discovery, 'HAS_PSUTIL', True)
+    bad = run_module({'only_if_busy': True, 'max_used_mib': -5})
+    assert bad['failed'] and bad['msg'] == 'max_used_mib: must be 0 or more; got: -5' and bad['uid'] == os.geteuid()
