@@ -18,7 +18,8 @@ How the two views are combined
   process costs more than the whole fd scan, and a process with a GPU
   context keeps its fds open, so by default (``maps="nvml"``) the full maps
   scan is not done; ``maps="all"`` does it and ``maps="none"`` never reads
-  maps.
+  maps. A maps read takes the process's mmap lock, so the maps are read
+  within ``read_timeout`` (``_procread.read_maps``), like the titles.
 
 Full records (psutil's create_time, user, title, executable, cgroup) are built
 only for the holders found, never for every process.
@@ -355,16 +356,15 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         maps_candidates = set(per_pid) - set(fd_holders)
     elif maps == 'all':
         maps_candidates = set(_procfs.iter_pids(proc_root)) - set(fd_holders)
-    for pid in maps_candidates:
-        try:
-            mapped = _procfs.maps_device_paths(pid, prefix, proc_root)
-        except PermissionError:
-            unreadable.add(pid)
-            continue
-        except OSError:
-            continue
-        if mapped:
-            fd_holders[pid] = mapped
+    mapped, map_errors, maps_stuck = _procread.read_maps(maps_candidates, prefix, read_timeout, proc_root)
+    for pid, paths in mapped.items():
+        if paths:
+            fd_holders[pid] = paths
+    # A process gone meanwhile is no holder; one whose maps are denied or stuck may be one.
+    unreadable.update(pid for pid, error in map_errors.items() if isinstance(error, PermissionError))
+    if maps_stuck:
+        warnings.append('the memory maps of pid %s were not read within %g s (possibly stuck in the kernel); '
+                        'only NVML tells which GPUs they hold' % (', '.join(str(pid) for pid in maps_stuck), read_timeout))
 
     unmatched_minors = set()
     for paths in fd_holders.values():
@@ -391,7 +391,9 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
 
     if shares_namespace is None:
         shares_namespace = _visibility.in_initial_pid_namespace()
-    titles, title_errors, stuck = _procread.read_titles(candidates, read_timeout, proc_root)
+    # A process whose maps did not answer holds its mmap lock too long for its cmdline as well: not read again.
+    titles, title_errors, stuck = _procread.read_titles(candidates - set(maps_stuck), read_timeout, proc_root)
+    stuck = set(stuck) | (set(maps_stuck) & candidates)
     holders = []
     invisible = []
     for pid in sorted(candidates):

@@ -28,7 +28,6 @@ from ._procfs import (
     PROC_ROOT,
     classify_device_path,
     fd_device_paths,
-    maps_device_paths,
     read_cgroup,
     read_stat,
     read_status,
@@ -37,7 +36,7 @@ from ._procfs import (
     signal_mask,
 )
 from ._procread import DEFAULT_TIMEOUT as DEFAULT_READ_TIMEOUT
-from ._procread import read_title, stuck_reason
+from ._procread import read_maps, read_title, stuck_reason
 from ._proctree import ancestors, child_pids, descendant_pids
 from ._visibility import holds_device_node, in_initial_pid_namespace
 
@@ -176,9 +175,13 @@ class ProcProber:
             return True
         prefix = self.dev_dir.rstrip('/') + '/nvidia'
         try:
-            paths = fd_device_paths(pid, prefix, self.proc_root) or maps_device_paths(pid, prefix, self.proc_root)
+            paths = fd_device_paths(pid, prefix, self.proc_root)
         except OSError:
             return False
+        if not paths:
+            # Mapped only: its maps are read within the deadline; unread, it is not taken for a holder here.
+            mapped = read_maps([pid], prefix, self.read_timeout, self.proc_root)[0]
+            paths = mapped.get(pid) or set()
         return holds_device_node(paths, self.dev_dir)
 
     def wchan(self, pid):

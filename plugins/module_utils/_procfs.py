@@ -234,26 +234,22 @@ def node_held(fd_path, target, prefix, stat=None):
     return target
 
 
-def maps_device_paths(pid, prefix, proc_root=PROC_ROOT):
-    """Paths starting with ``prefix`` that ``pid`` has mapped (/proc/PID/maps)."""
+def maps_path(pid, proc_root=PROC_ROOT):
+    return '%s/%d/maps' % (proc_root, pid)
+
+
+def mapped_paths(path, prefix):
+    """Paths starting with ``prefix`` in the maps file ``path``.
+
+    Reading another process's maps takes its mmap lock, so it can block:
+    call it through ``_procread.read_maps``, which bounds it by a deadline.
+    """
     found = set()
-    with open('%s/%d/maps' % (proc_root, pid), 'r') as handle:
+    with open(path, 'r') as handle:
         for line in handle:
             position = line.find(prefix)
             if position != -1:
                 found.add(_strip_deleted(line[position:].rstrip('\n')))
-    return found
-
-
-def device_paths(pid, proc_root=PROC_ROOT, dev_dir=DEV_DIR, include_maps=True):
-    """NVIDIA device paths ``pid`` holds open or mapped, as a set."""
-    prefix = dev_dir.rstrip('/') + '/nvidia'
-    found = fd_device_paths(pid, prefix, proc_root)
-    if include_maps:
-        try:
-            found |= maps_device_paths(pid, prefix, proc_root)
-        except PermissionError:
-            pass
     return found
 
 

@@ -5,8 +5,8 @@
 
 """Reads of another process's /proc files that can block, under one deadline.
 
-The kernel takes the target's mmap lock to read ``/proc/PID/cmdline`` and
-``/proc/PID/environ``. When a thread of the target is stuck in the kernel
+The kernel takes the target's mmap lock to read ``/proc/PID/cmdline``,
+``/proc/PID/environ`` and ``/proc/PID/maps``. When a thread of the target is stuck in the kernel
 with that lock held (a CUDA process stuck in the driver is the usual case),
 or a writer waits for it, every reader waits too, for as long as it lasts.
 ``stat``, ``status``, ``wchan``, ``fd``, ``exe`` and ``cgroup`` need no such
@@ -185,6 +185,30 @@ def read_titles(pids, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, read
         else:
             titles[pid] = _procfs.parse_cmdline(outcome)
     return titles, errors, sorted(stuck)
+
+
+def read_maps(pids, prefix, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_procfs.mapped_paths):
+    """``(mapped, errors, stuck)`` for ``pids``: the paths starting with ``prefix`` each has mapped.
+
+    ``mapped`` maps each readable PID to a set of paths (``_procfs.mapped_paths``);
+    ``errors`` maps a PID whose maps could not be opened or read to the
+    ``OSError``; ``stuck`` is the sorted list of PIDs whose read did not
+    return within ``timeout`` seconds.
+    """
+    paths = dict((_procfs.maps_path(pid, proc_root), pid) for pid in pids)
+    mapped, errors, stuck = {}, {}, []
+    if not paths:
+        return mapped, errors, stuck
+    outcomes = read_files(sorted(paths), timeout, reader=lambda path: reader(path, prefix))
+    for path, outcome in outcomes.items():
+        pid = paths[path]
+        if isinstance(outcome, TimedOut):
+            stuck.append(pid)
+        elif isinstance(outcome, Exception):
+            errors[pid] = outcome
+        else:
+            mapped[pid] = outcome
+    return mapped, errors, sorted(stuck)
 
 
 def read_title(pid, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_read_whole):

@@ -143,21 +143,22 @@ def _fake_proc(tmp_path, pid, **files):
     return str(tmp_path)
 
 
-def test_maps_device_paths_hand_written_cuda(tmp_path):
+def test_mapped_paths_hand_written_cuda(tmp_path):
     proc_root = _fake_proc(tmp_path, 42, maps=fixture('maps_cuda'))
-    assert _procfs.maps_device_paths(42, '/dev/nvidia', proc_root) == {
+    assert _procfs.mapped_paths(_procfs.maps_path(42, proc_root), '/dev/nvidia') == {
         '/dev/nvidiactl', '/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia-uvm', '/dev/nvidia3'}
 
 
-def test_maps_device_paths_captured(tmp_path):
+def test_mapped_paths_captured(tmp_path):
     proc_root = _fake_proc(tmp_path, 16175, maps=fixture('sigterm_ignored', 'maps'))
-    assert _procfs.maps_device_paths(16175, '/tmp/tmpfhvlwjn0/nvidia', proc_root) == {'/tmp/tmpfhvlwjn0/nvidia0'}
-    assert _procfs.maps_device_paths(16175, '/dev/nvidia', proc_root) == set()
+    path = _procfs.maps_path(16175, proc_root)
+    assert _procfs.mapped_paths(path, '/tmp/tmpfhvlwjn0/nvidia') == {'/tmp/tmpfhvlwjn0/nvidia0'}
+    assert _procfs.mapped_paths(path, '/dev/nvidia') == set()
 
 
-def test_device_paths_of_a_real_child(fake_dev, spawn_holder):
+def test_fd_device_paths_of_a_real_child(fake_dev, spawn_holder):
     child = spawn_holder([os.path.join(fake_dev, 'nvidia1'), os.path.join(fake_dev, 'nvidia-uvm'), '/dev/null'])
-    assert _procfs.device_paths(child.pid, dev_dir=fake_dev) == {
+    assert _procfs.fd_device_paths(child.pid, fake_dev.rstrip('/') + '/nvidia') == {
         os.path.join(fake_dev, 'nvidia1'), os.path.join(fake_dev, 'nvidia-uvm')}
 
 

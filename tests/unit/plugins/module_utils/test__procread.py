@@ -19,6 +19,7 @@ import time
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _procread
+from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import NvmlView
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', 'fixtures', 'proc')
 
@@ -162,6 +163,49 @@ def test_discovery_reports_a_holder_whose_title_blocks_and_keeps_it(tmp_path, mo
     assert holder['title'] == '' and holder['name'] == 'VLLM::Engine) x'
     assert holder['unreadable'].startswith('unreadable: possibly stuck in the kernel (state S (sleeping), wchan ')
     assert 'pid 16175 (VLLM::Engine) x): unreadable: possibly stuck in the kernel' in '\n'.join(snapshot.warnings)
+
+
+def blocked_maps(tmp_path, blocked_fifo, pid=16175):
+    """A copy of a captured /proc/PID whose maps file blocks in open, as it does behind a held mmap lock."""
+    proc = tmp_path / 'proc'
+    shutil.copytree(os.path.join(FIXTURES, 'sigterm_ignored'), str(proc / str(pid)))
+    blocked = blocked_fifo('maps')
+    os.remove(str(proc / str(pid) / 'maps'))
+    os.rename(blocked, str(proc / str(pid) / 'maps'))
+    os.symlink(str(proc / str(pid) / 'maps'), blocked)  # the fixture releases it by this name
+    (proc / 'stat').write_text('btime 1700000000\n')
+    return proc
+
+
+def test_maps_are_read_within_the_deadline(tmp_path, blocked_fifo):
+    proc = blocked_maps(tmp_path, blocked_fifo)
+    (proc / '42').mkdir()
+    (proc / '42' / 'maps').write_text('7f0000000000-7f0000001000 rw-s 00000000 00:05 12 /dev/nvidia0\n')
+    started = time.monotonic()
+    mapped, errors, stuck = _procread.read_maps([16175, 42, 43], '/dev/nvidia', timeout=0.3, proc_root=str(proc))
+    assert time.monotonic() - started < 0.8
+    assert mapped == {42: {'/dev/nvidia0'}} and stuck == [16175]
+    assert list(errors) == [43] and isinstance(errors[43], OSError)
+    assert _procread.read_maps([], '/dev/nvidia', timeout=0.3) == ({}, {}, [])
+
+
+def test_discovery_keeps_an_nvml_holder_whose_maps_block_and_says_so(tmp_path, monkeypatch, blocked_fifo):
+    proc = blocked_maps(tmp_path, blocked_fifo)
+    monkeypatch.setattr(_holders._procfs, 'scan_device_holders', lambda proc_root, dev_dir: ({}, [], 0))
+    listed = {0: {16175: {'memory_mib': 40960, 'types': {'compute'}}}}
+    gpu = {'index': 0, 'uuid': 'GPU-0', 'name': 'NVIDIA H200', 'minor': 0, 'memory_total_mib': 143771,
+           'memory_used_mib': 40960, 'holder_pids': [16175]}
+    view = NvmlView(True, driver_version='580.159.04', processes=listed, gpus=[gpu])
+    started = time.monotonic()
+    snapshot = _holders.discover(view, proc_root=str(proc), dev_dir='/dev', read_timeout=0.4,
+                                 shares_namespace=True)
+    # One deadline: the title is not read again behind the same lock.
+    assert time.monotonic() - started < 1.0
+    [holder] = snapshot.holders
+    assert holder['pid'] == 16175 and holder['gpus'] == [0] and holder['kind'] == 'compute'
+    assert holder['unreadable'].startswith('unreadable: possibly stuck in the kernel')
+    assert ('the memory maps of pid 16175 were not read within 0.4 s (possibly stuck in the kernel); '
+            'only NVML tells which GPUs they hold') in snapshot.warnings
 
 
 def test_under_a_pids_limit_nothing_is_read_unbounded_and_holders_stay_visible(
