@@ -166,6 +166,22 @@ def _cmdline_path(pid, proc_root):
     return '%s/%d/cmdline' % (proc_root, pid)
 
 
+def _read_per_pid(pids, path_of, timeout, reader, convert):
+    """``(values, errors, stuck)``: ``convert(outcome)`` of each PID's file read in time, the ``OSError`` of
+    each that could not be read, and the sorted PIDs whose read did not return within ``timeout``."""
+    paths = dict((path_of(pid), pid) for pid in pids)
+    values, errors, stuck = {}, {}, []
+    for path, outcome in read_files(sorted(paths), timeout, reader=reader).items():
+        pid = paths[path]
+        if isinstance(outcome, TimedOut):
+            stuck.append(pid)
+        elif isinstance(outcome, Exception):
+            errors[pid] = outcome
+        else:
+            values[pid] = convert(outcome)
+    return values, errors, sorted(stuck)
+
+
 def read_titles(pids, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_read_whole):
     """``(titles, errors, stuck)`` for ``pids``: their titles from ``/proc/PID/cmdline``.
 
@@ -174,41 +190,17 @@ def read_titles(pids, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, read
     could not be opened or read to the ``OSError``; ``stuck`` is the sorted
     list of PIDs whose read did not return within ``timeout`` seconds.
     """
-    paths = dict((_cmdline_path(pid, proc_root), pid) for pid in pids)
-    titles, errors, stuck = {}, {}, []
-    for path, outcome in read_files(sorted(paths), timeout, reader=reader).items():
-        pid = paths[path]
-        if isinstance(outcome, TimedOut):
-            stuck.append(pid)
-        elif isinstance(outcome, Exception):
-            errors[pid] = outcome
-        else:
-            titles[pid] = _procfs.parse_cmdline(outcome)
-    return titles, errors, sorted(stuck)
+    return _read_per_pid(pids, lambda pid: _cmdline_path(pid, proc_root), timeout, reader, _procfs.parse_cmdline)
 
 
 def read_maps(pids, prefix, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_procfs.mapped_paths):
     """``(mapped, errors, stuck)`` for ``pids``: the paths starting with ``prefix`` each has mapped.
 
     ``mapped`` maps each readable PID to a set of paths (``_procfs.mapped_paths``);
-    ``errors`` maps a PID whose maps could not be opened or read to the
-    ``OSError``; ``stuck`` is the sorted list of PIDs whose read did not
-    return within ``timeout`` seconds.
+    ``errors`` and ``stuck`` are as for ``read_titles``.
     """
-    paths = dict((_procfs.maps_path(pid, proc_root), pid) for pid in pids)
-    mapped, errors, stuck = {}, {}, []
-    if not paths:
-        return mapped, errors, stuck
-    outcomes = read_files(sorted(paths), timeout, reader=lambda path: reader(path, prefix))
-    for path, outcome in outcomes.items():
-        pid = paths[path]
-        if isinstance(outcome, TimedOut):
-            stuck.append(pid)
-        elif isinstance(outcome, Exception):
-            errors[pid] = outcome
-        else:
-            mapped[pid] = outcome
-    return mapped, errors, sorted(stuck)
+    return _read_per_pid(pids, lambda pid: _procfs.maps_path(pid, proc_root), timeout,
+                         lambda path: reader(path, prefix), lambda paths: paths)
 
 
 def read_title(pid, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_read_whole):
