@@ -363,8 +363,10 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     # A process gone meanwhile is no holder; one whose maps are denied or stuck may be one.
     unreadable.update(pid for pid, error in map_errors.items() if isinstance(error, PermissionError))
     if maps_stuck:
+        shown = ', '.join(str(pid) for pid in maps_stuck[:10]) + (
+            ' and %d more' % (len(maps_stuck) - 10) if len(maps_stuck) > 10 else '')
         warnings.append('the memory maps of pid %s were not read within %g s (possibly stuck in the kernel); '
-                        'only NVML tells which GPUs they hold' % (', '.join(str(pid) for pid in maps_stuck), read_timeout))
+                        'only NVML tells which GPUs they hold' % (shown, read_timeout))
 
     unmatched_minors = set()
     for paths in fd_holders.values():

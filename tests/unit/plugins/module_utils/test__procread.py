@@ -231,3 +231,16 @@ print(json.dumps({"thread_started": thread_started, "read": type(results["/proc/
     assert result['read'] == 'NoThread'
     assert result['holders'] == [[worker.pid, _procread.NO_THREAD_TEXT]]
     assert not any('not visible' in warning for warning in result['warnings'])
+
+
+def test_many_blocked_maps_are_named_ten_at_a_time(tmp_path, monkeypatch):
+    listed = dict((pid, {'memory_mib': 1, 'types': {'compute'}}) for pid in range(5001, 5013))
+    gpu = {'index': 0, 'uuid': 'GPU-0', 'name': 'NVIDIA H200', 'minor': 0, 'holder_pids': sorted(listed)}
+    view = NvmlView(True, driver_version='580.159.04', processes={0: listed}, gpus=[gpu])
+    monkeypatch.setattr(_holders._procfs, 'scan_device_holders', lambda proc_root, dev_dir: ({}, [], 0))
+    monkeypatch.setattr(_holders._procread, 'read_maps',
+                        lambda pids, prefix, timeout, proc_root: ({}, {}, sorted(pids)))
+    (tmp_path / 'stat').write_text('btime 1700000000\n')
+    snapshot = _holders.discover(view, proc_root=str(tmp_path), dev_dir='/dev', read_timeout=0.2, shares_namespace=True)
+    assert ('the memory maps of pid 5001, 5002, 5003, 5004, 5005, 5006, 5007, 5008, 5009, 5010 and 2 more were not '
+            'read within 0.2 s') in '\n'.join(snapshot.warnings)
