@@ -628,8 +628,15 @@ before:
         holder_pids: [654]
         allowed_pids: []
         reasons: ["held by 1 process", "41570 MiB used, more than 64 MiB"]
-    holders: []
-    msg: "GPU 0 (GPU-8cdf1234) busy: 41570 MiB used; holders: pid 654 VLLM::Worker_TP0 (orphaned, parent 1, state S)"
+    holders:
+      - pid: 654
+        ppid: 1
+        name: VLLM::Worker_TP
+        title: VLLM::Worker_TP0
+        kind: compute
+        gpus: [0]
+        gpu_memory_mib: {"0": 41570}
+    msg: "GPU 0 (GPU-8cdf\u2026) busy: 41570 MiB used; holders: pid 654 VLLM::Worker_TP0 (orphaned, parent 1, state S)"
 '''
 
 import os
