@@ -118,7 +118,8 @@ def judge_at_start(snapshot, indices, params, nvml_available):
     """``gpu_assert_free``'s verdict on what discovery found, without waiting: the result's ``before``."""
     verdict = evaluate(snapshot.gpus, snapshot.holders, selected=indices, max_used_mib=params['max_used_mib'],
                        allow=params['allow'], nvml_available=nvml_available)
-    return dict(free=verdict['free'], gpus=verdict['gpus'], holders=verdict['holders'], msg=verdict_message(verdict))
+    return dict(free=verdict['free'], gpus=verdict['gpus'], holders=verdict['holders'], msg=verdict_message(verdict),
+                nvml_available=nvml_available)
 
 
 def reclaim(host, params, diff=False):

@@ -616,6 +616,10 @@ before:
       description: One line per busy GPU, with its holders and the next steps, or which GPUs were free.
       type: str
       returned: always
+    nvml_available:
+      description: Whether NVML could be used for that picture.
+      type: bool
+      returned: always
   sample:
     free: false
     gpus:
@@ -637,6 +641,7 @@ before:
         gpus: [0]
         gpu_memory_mib: {"0": 41570}
     msg: "GPU 0 (GPU-8cdf\u2026) busy: 41570 MiB used; holders: pid 654 VLLM::Worker_TP0 (orphaned, parent 1, state S)"
+    nvml_available: true
 '''
 
 import os

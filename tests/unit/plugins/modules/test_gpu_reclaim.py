@@ -362,6 +362,7 @@ def test_only_if_busy_leaves_allowed_holders_of_free_gpus_alone(run_module, two_
     monkeypatch.setattr(_nvml, 'pynvml', without)
     released = run_module(dict(args, grace_seconds=5))
     assert released['nvml_available'] is False and released['before']['free'] is True
+    assert released['before']['nvml_available'] is False and result['before']['nvml_available'] is True
     assert released['free_at_start'] is False and [e['pid'] for e in released['released']] == [holder.pid]
     assert holder.wait(2) == -signal.SIGTERM and signals and signals[0][0] == holder.pid
 
