@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #ifndef CLIENT_NAME
@@ -43,8 +44,15 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    if (open("/dev/nvidiactl", O_RDWR) >= 0)
-        held++;
+    {
+        /* NVML maps the control node, never a GPU node. */
+        int ctl = open("/dev/nvidiactl", O_RDWR);
+        if (ctl >= 0) {
+            held++;
+            if (mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, ctl, 0) == MAP_FAILED)
+                fprintf(stderr, CLIENT_NAME ": could not map /dev/nvidiactl\n");
+        }
+    }
     dev = opendir("/dev");
     while (dev && (ent = readdir(dev))) {
         char path[300];

@@ -7,13 +7,17 @@
  *
  * Nothing here is stored: the state of each GPU is derived from the real
  * processes of the host, at each call, the way the driver sees it.
- *   - A process that holds /dev/nvidia-uvm and /dev/nvidiaN open, and has
- *     declared a claim for GPU N, is a compute (or graphics) process on GPU N
- *     using that much memory. Claims live in /run/gpusim/claims/<pid>-<start>
- *     (start = field 22 of /proc/PID/stat), so a reused pid never inherits one.
+ *   - A context belongs to an open file description of /dev/nvidiaN, as with
+ *     the real driver. Its creator declares it in a claim,
+ *     /run/gpusim/claims/<pid>-<start> (start = field 22 of /proc/PID/stat),
+ *     one line per GPU with its memory and a context id, and takes an OFD
+ *     read lock at that id's offset on its descriptor of /dev/nvidiaN. Such a
+ *     lock lives exactly as long as the description: while any thread, forked
+ *     child or receiver of the descriptor (SCM_RIGHTS) keeps it open, the
+ *     memory stays used and the creator's PID stays listed, even after the
+ *     creator has died; the last close frees it. /proc/locks shows the locks.
  *   - A process holding only /dev/nvidiactl and /dev/nvidiaN (NVML clients,
- *     like this library's callers) uses no memory and is listed nowhere.
- *   - A zombie has no open files, so its memory is released at once.
+ *     like this library's callers) has no context: no memory, in no list.
  *   - The claim of a dead process may say "release stuck" (memory stays used,
  *     no process listed, until nvidia-smi --gpu-reset) or "release slow K"
  *     (memory stays used for K seconds after the death is first observed).
@@ -36,7 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +90,9 @@ typedef struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int init_count;
 static int ctl_fd = -1;
+/* NVML maps the control node, as the real library does: /proc/PID/maps of an
+ * NVML client shows /dev/nvidiactl, never a /dev/nvidiaN. */
+static void *ctl_map = MAP_FAILED;
 static int gpu_fds[MAX_GPUS];
 static unsigned int attached;
 static struct nvmlDevice_st devices[MAX_GPUS];
@@ -230,6 +239,7 @@ typedef struct {
     int gpu;
     unsigned long long mib;
     int type;
+    unsigned long long context; /* the OFD lock offset that marks the context */
 } claim_line_t;
 
 typedef struct {
@@ -252,14 +262,15 @@ static int read_claim(const char *path, claim_t *claim)
         char word[32] = "", kind[32] = "compute";
         double seconds = 0;
         int gpu;
-        unsigned long long mib;
+        unsigned long long mib, context = 0;
         if (sscanf(line, "release %31s %lf", word, &seconds) >= 1) {
             snprintf(claim->release, sizeof(claim->release), "%s", word);
             claim->slow_seconds = seconds;
-        } else if (sscanf(line, "%d %llu %31s", &gpu, &mib, kind) >= 2 &&
+        } else if (sscanf(line, "%d %llu %31s %llu", &gpu, &mib, kind, &context) >= 2 &&
                    gpu >= 0 && gpu < MAX_GPUS && claim->nlines < MAX_GPUS) {
             claim->lines[claim->nlines].gpu = gpu;
             claim->lines[claim->nlines].mib = mib;
+            claim->lines[claim->nlines].context = context;
             claim->lines[claim->nlines].type =
                 strcmp(kind, "graphics") ? TYPE_COMPUTE : TYPE_GRAPHICS;
             claim->nlines++;
@@ -325,113 +336,143 @@ static void add_proc(sim_view_t *view, unsigned int pid, unsigned int gpu, int t
     view->nprocs++;
 }
 
+/*
+ * Live contexts, from /proc/locks. A holder takes an OFD read lock on its
+ * /dev/nvidiaN descriptor at the byte offset of its context id: such a lock
+ * belongs to the open file description, so it lives exactly as long as some
+ * process (the creator, a thread of it, a forked child, a receiver of the
+ * descriptor) keeps that description open, as a CUDA context does.
+ */
+typedef struct {
+    unsigned int gpu;
+    unsigned long long id;
+} context_t;
+
+typedef struct {
+    unsigned int n;
+    context_t items[MAX_PROCS];
+} contexts_t;
+
+static void live_contexts(const sim_conf_t *conf, contexts_t *out)
+{
+    struct stat nodes[MAX_GPUS];
+    int have[MAX_GPUS];
+    char line[512];
+    unsigned int g;
+    FILE *f;
+
+    out->n = 0;
+    for (g = 0; g < conf->gpus && g < MAX_GPUS; g++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/dev/nvidia%u", g);
+        have[g] = stat(path, &nodes[g]) == 0;
+    }
+    f = fopen("/proc/locks", "re");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        char *tok, *save = NULL;
+        int ofd = 0, blocked = 0;
+        unsigned int major = 0, minor = 0;
+        unsigned long long ino = 0, start = 0;
+        int found = 0;
+
+        for (tok = strtok_r(line, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+            if (!strcmp(tok, "->"))
+                blocked = 1;
+            else if (!strcmp(tok, "OFDLCK"))
+                ofd = 1;
+            else if (strchr(tok, ':') && strchr(tok, ':') != strrchr(tok, ':')) {
+                if (sscanf(tok, "%x:%x:%llu", &major, &minor, &ino) == 3) {
+                    char *next = strtok_r(NULL, " \t\n", &save);
+                    if (next) {
+                        start = strtoull(next, NULL, 10);
+                        found = 1;
+                    }
+                }
+                break;
+            }
+        }
+        if (!found || !ofd || blocked)
+            continue;
+        for (g = 0; g < conf->gpus && g < MAX_GPUS; g++) {
+            if (!have[g] || nodes[g].st_ino != ino || major(nodes[g].st_dev) != major ||
+                minor(nodes[g].st_dev) != minor)
+                continue;
+            if (out->n < MAX_PROCS) {
+                out->items[out->n].gpu = g;
+                out->items[out->n].id = start;
+                out->n++;
+            }
+        }
+    }
+    fclose(f);
+}
+
+static int context_alive(const contexts_t *live, unsigned int gpu, unsigned long long id)
+{
+    unsigned int i;
+    for (i = 0; i < live->n; i++)
+        if (live->items[i].gpu == gpu && live->items[i].id == id)
+            return 1;
+    return 0;
+}
+
+static contexts_t live_buffer;
+
 static void scan(const sim_conf_t *conf, sim_view_t *view)
 {
-    DIR *proc, *fds, *claims;
-    struct dirent *ent, *fdent;
-    char path[512], link[256];
-    unsigned long long live_keys[MAX_PROCS][2];
-    unsigned int nlive = 0, i;
+    DIR *claims;
+    struct dirent *ent;
+    char path[512];
+    unsigned int i;
 
     memset(view->used_bytes, 0, sizeof(view->used_bytes));
     view->nprocs = 0;
+    live_contexts(conf, &live_buffer);
 
-    proc = opendir("/proc");
-    while (proc && (ent = readdir(proc))) {
-        unsigned int pid;
-        unsigned long long start, mask = 0;
-        int uvm = 0;
-        char state;
-        claim_t claim;
-
-        if (!isdigit((unsigned char)ent->d_name[0]))
-            continue;
-        pid = (unsigned int)strtoul(ent->d_name, NULL, 10);
-        if (read_stat(pid, &state, &start) < 0 || state == 'Z' || state == 'X')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%u/fd", pid);
-        fds = opendir(path);
-        if (!fds)
-            continue; /* gone, or not ours to read */
-        while ((fdent = readdir(fds))) {
-            ssize_t n;
-            if (fdent->d_name[0] == '.')
-                continue;
-            snprintf(path, sizeof(path), "/proc/%u/fd/%s", pid, fdent->d_name);
-            n = readlink(path, link, sizeof(link) - 1);
-            if (n <= 0)
-                continue;
-            link[n] = '\0';
-            if (strncmp(link, "/dev/nvidia", 11))
-                continue;
-            if (!strcmp(link + 11, "-uvm"))
-                uvm = 1;
-            else if (isdigit((unsigned char)link[11])) {
-                unsigned long g = strtoul(link + 11, NULL, 10);
-                if (g < MAX_GPUS)
-                    mask |= 1ULL << g;
-            }
-        }
-        closedir(fds);
-        if (!uvm || !mask)
-            continue;
-        snprintf(path, sizeof(path), CLAIMS_DIR "/%u-%llu", pid, start);
-        if (read_claim(path, &claim) < 0)
-            continue;
-        if (nlive < MAX_PROCS) {
-            live_keys[nlive][0] = pid;
-            live_keys[nlive][1] = start;
-            nlive++;
-        }
-        for (i = 0; i < (unsigned int)claim.nlines; i++) {
-            unsigned int g = (unsigned int)claim.lines[i].gpu;
-            if (g >= conf->gpus || !(mask & (1ULL << g)))
-                continue;
-            view->used_bytes[g] += claim.lines[i].mib * MIB;
-            add_proc(view, (unsigned int)((long)pid + conf->pid_offset), g, claim.lines[i].type,
-                     claim.lines[i].mib * MIB);
-        }
-    }
-    if (proc)
-        closedir(proc);
-
-    /* Claims of processes that no longer hold their GPUs. */
     claims = opendir(CLAIMS_DIR);
     while (claims && (ent = readdir(claims))) {
         unsigned int pid;
         unsigned long long start, now_start;
-        char state, *dash, *dot;
-        int live = 0;
+        char state, *dash;
+        int any_live = 0, creator_alive;
         claim_t claim;
 
-        if (!isdigit((unsigned char)ent->d_name[0]))
-            continue;
-        dot = strchr(ent->d_name, '.');
-        if (dot)
+        if (!isdigit((unsigned char)ent->d_name[0]) || strchr(ent->d_name, '.'))
             continue; /* .gone markers and temporary files */
         dash = strchr(ent->d_name, '-');
         if (!dash)
             continue;
         pid = (unsigned int)strtoul(ent->d_name, NULL, 10);
         start = strtoull(dash + 1, NULL, 10);
-        for (i = 0; i < nlive; i++)
-            if (live_keys[i][0] == pid && live_keys[i][1] == start)
-                live = 1;
-        if (live)
-            continue;
         snprintf(path, sizeof(path), CLAIMS_DIR "/%s", ent->d_name);
-        if (read_stat(pid, &state, &now_start) == 0 && now_start == start &&
-            state != 'Z' && state != 'X')
-            continue; /* alive, but no longer holds the GPU: nothing used */
         if (read_claim(path, &claim) < 0)
             continue;
+        /* The creator is listed while anyone keeps its context, even after its death. */
+        for (i = 0; i < (unsigned int)claim.nlines; i++) {
+            unsigned int g = (unsigned int)claim.lines[i].gpu;
+            if (g >= conf->gpus || !context_alive(&live_buffer, g, claim.lines[i].context))
+                continue;
+            any_live = 1;
+            view->used_bytes[g] += claim.lines[i].mib * MIB;
+            add_proc(view, (unsigned int)((long)pid + conf->pid_offset), g, claim.lines[i].type,
+                     claim.lines[i].mib * MIB);
+        }
+        if (any_live)
+            continue;
+        creator_alive = read_stat(pid, &state, &now_start) == 0 && now_start == start &&
+                        state != 'X';
+        if (creator_alive && state != 'Z')
+            continue; /* alive, but its contexts are closed: nothing used */
         if (!strcmp(claim.release, "stuck")) {
             /* The driver kept the context: used, but no process to list. */
         } else if (!strcmp(claim.release, "slow") &&
                    seconds_since_gone(path) < claim.slow_seconds) {
             /* Still being torn down. */
         } else {
-            forget_claim(path);
+            if (!creator_alive)
+                forget_claim(path);
             continue;
         }
         for (i = 0; i < (unsigned int)claim.nlines; i++) {
@@ -531,6 +572,7 @@ nvmlReturn_t DECLDIR nvmlInitWithFlags(unsigned int flags)
                                                 : NVML_ERROR_DRIVER_NOT_LOADED;
         goto out;
     }
+    ctl_map = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, ctl_fd, 0);
     if (!strcmp(conf.nvml, "hang") && strcmp(conf.hang_at, "query"))
         hang(&conf);
     attached = 0;
@@ -547,6 +589,9 @@ nvmlReturn_t DECLDIR nvmlInitWithFlags(unsigned int flags)
                 attached++;
         }
         if (!attached && conf.gpus && !(flags & NVML_INIT_FLAG_NO_GPUS)) {
+            if (ctl_map != MAP_FAILED)
+                munmap(ctl_map, 4096);
+            ctl_map = MAP_FAILED;
             close(ctl_fd);
             ctl_fd = -1;
             ret = NVML_ERROR_NO_PERMISSION;
@@ -584,6 +629,9 @@ nvmlReturn_t DECLDIR nvmlShutdown(void)
                 close(gpu_fds[i]);
             gpu_fds[i] = -1;
         }
+        if (ctl_map != MAP_FAILED)
+            munmap(ctl_map, 4096);
+        ctl_map = MAP_FAILED;
         if (ctl_fd >= 0)
             close(ctl_fd);
         ctl_fd = -1;

@@ -17,21 +17,32 @@
   gpusim reset-state          stop every workload this tool started, clear
                               claims and persistence settings, NVML back to ok
 
+  gpusim monitor [--title T]  an NVML client that nothing protects
+
 How a GPU is "used": a process opens /dev/nvidiactl, /dev/nvidia-uvm and
-/dev/nvidiaN, and declares its claim in /run/gpusim/claims/<pid>-<start>.
-The stand-in libnvidia-ml.so.1 derives every figure from that, at each call.
+/dev/nvidiaN, maps the nodes of the GPUs it computes on, and creates a context
+on each: an OFD read lock at the context's id on its descriptor of
+/dev/nvidiaN, declared with its memory in /run/gpusim/claims/<pid>-<start>.
+The lock, like a CUDA context, belongs to the open file description: a thread,
+a forked child or a receiver of the descriptor keeps it alive after its
+creator has died. The stand-in libnvidia-ml.so.1 derives every figure from the
+claims and /proc/locks, at each call.
 """
 
 import argparse
 import ctypes
+import fcntl
 import json
+import mmap
 import os
 import pwd
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 
 CONF = "/etc/gpusim/gpusim.conf"
@@ -92,8 +103,8 @@ def make_dirs():
 
 
 def make_device_nodes(gpus):
-    """Character devices that any process can open (clones of /dev/null)."""
-    dev_null = os.makedev(1, 3)
+    """Character devices that any process can open and map (clones of /dev/zero)."""
+    dev_zero = os.makedev(1, 5)
     wanted = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
               "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"]
     wanted += ["/dev/nvidia%d" % i for i in range(gpus)]
@@ -102,8 +113,10 @@ def make_device_nodes(gpus):
         if name.startswith("nvidia") and name[6:].isdigit() and int(name[6:]) >= gpus:
             os.unlink(os.path.join("/dev", name))
     for path in wanted:
+        if os.path.exists(path) and os.stat(path).st_rdev != dev_zero:
+            os.unlink(path)
         if not os.path.exists(path):
-            os.mknod(path, 0o666 | 0o020000, dev_null)
+            os.mknod(path, 0o666 | 0o020000, dev_zero)
         os.chmod(path, 0o666)
 
 
@@ -197,6 +210,34 @@ def mark_ready(token, record):
 
 # ------------------------------------------------------------------ holders
 
+F_OFD_SETLK = 37
+# SYS_exit ends the calling thread only (exit_group ends the process).
+SYS_EXIT = {"x86_64": 60, "aarch64": 93}
+
+
+def take_context(fd, context):
+    """An OFD read lock at offset ``context``: it lives as long as the open file description."""
+    flock = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, context, 1, 0)
+    fcntl.fcntl(fd, F_OFD_SETLK, flock)
+
+
+def nvidia_fds():
+    """This process's descriptors of NVIDIA device nodes."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + name).startswith("/dev/nvidia"):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def sleep_forever():
+    while True:
+        time.sleep(3600)
+
+
 class Holder(object):
     """A process that holds GPU memory until it dies."""
 
@@ -207,6 +248,8 @@ class Holder(object):
         self.visible = parse_gpus(args.visible, self.conf) if args.visible \
             else list(self.gpus)
         self.fds = []
+        self.maps = []
+        self.contexts = {}
         self.generation = 0
 
     def check_free(self):
@@ -230,12 +273,30 @@ class Holder(object):
             pynvml.nvmlShutdown()
 
     def open_devices(self):
+        """Open the nodes as CUDA does, map the control node and the nodes of
+        the GPUs it computes on, and create one context on each of those."""
         paths = ["/dev/nvidiactl", "/dev/nvidia-uvm",
                  "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"]
         paths += ["/dev/nvidia%d" % gpu for gpu in sorted(set(self.visible) | set(self.gpus))]
         for path in paths:
-            if os.path.exists(path):
-                self.fds.append(os.open(path, os.O_RDWR))
+            if not os.path.exists(path):
+                continue
+            fd = os.open(path, os.O_RDWR)
+            self.fds.append(fd)
+            gpu = int(path[11:]) if path[11:].isdigit() else None
+            if path == "/dev/nvidiactl" or gpu in self.gpus:
+                self.maps.append(mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ))
+            if gpu in self.gpus:
+                context = random.getrandbits(40) | 1
+                take_context(fd, context)
+                self.contexts[gpu] = context
+
+    def close_devices(self):
+        for mapping in self.maps:
+            mapping.close()
+        for fd in self.fds:
+            os.close(fd)
+        self.maps, self.fds, self.contexts = [], [], {}
 
     def write_claim(self):
         pid = os.getpid()
@@ -247,7 +308,7 @@ class Holder(object):
         else:
             release = "release normal\n"
         kind = "graphics" if self.args.graphics else "compute"
-        lines = [release] + ["%d %d %s\n" % (gpu, self.args.mib, kind)
+        lines = [release] + ["%d %d %s %d\n" % (gpu, self.args.mib, kind, self.contexts.get(gpu, 0))
                              for gpu in self.gpus]
         with open(path + ".tmp", "w") as handle:
             handle.write("".join(lines))
@@ -257,8 +318,10 @@ class Holder(object):
         if self.args.fork_on_term and self.generation < self.args.fork_on_term:
             child = os.fork()
             if child == 0:
-                # The new holder: same devices (inherited), its own claim.
+                # The new holder: its own devices and contexts, its own claim.
                 self.generation += 1
+                self.close_devices()
+                self.open_devices()
                 self.write_claim()
                 record_started(os.getpid())
                 return
@@ -280,12 +343,48 @@ class Holder(object):
             # SIGTERM stays pending: not ignored (SigIgn), so it is given its grace.
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
         record_started(os.getpid())
-        mark_ready(self.args.ready, {"pid": os.getpid(), "gpus": self.gpus,
-                                     "mib": self.args.mib})
+        ready = {"pid": os.getpid(), "gpus": self.gpus, "mib": self.args.mib}
+        if self.args.fork_pool:
+            ready["pool_pids"] = self.fork_pool(self.args.fork_pool)
+        if self.args.pass_fds:
+            self.pass_fds(self.args.pass_fds)
+        mark_ready(self.args.ready, ready)
         if self.args.blocked_cmdline:
             block_memory_lock()
+        if self.args.exit_leader:
+            self.exit_leader()
         while True:
             signal.pause()
+
+    def fork_pool(self, count):
+        """Children forked without exec, as DataLoader workers are: they
+        inherit the descriptors (so the contexts) and the mappings."""
+        pids = []
+        for dummy in range(count):
+            child = os.fork()
+            if child == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                record_started(os.getpid())
+                while True:
+                    signal.pause()
+            pids.append(child)
+        return pids
+
+    def pass_fds(self, path):
+        """Send every NVIDIA descriptor to the receiver listening at ``path`` (SCM_RIGHTS)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(path)
+            socket.send_fds(conn, [b"fds"], nvidia_fds())
+            conn.recv(1)
+
+    def exit_leader(self):
+        """End the main thread alone while another thread keeps the process:
+        /proc/PID/stat then reads Z and /proc/PID/fd is empty, and the
+        descriptors show under /proc/PID/task/TID/fd."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        threading.Thread(target=sleep_forever).start()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall(SYS_EXIT[os.uname().machine], 0)
 
 
 def block_memory_lock():
@@ -390,6 +489,10 @@ def hold_argv(args, token, title=None):
         argv += ["--fork-on-term", str(args.fork_on_term)]
     if args.slow_release:
         argv += ["--slow-release", str(args.slow_release)]
+    if args.fork_pool:
+        argv += ["--fork-pool", str(args.fork_pool)]
+    if args.exit_leader:
+        argv.append("--exit-leader")
     if args.visible:
         argv += ["--visible", args.visible]
     return argv
@@ -436,6 +539,9 @@ def cmd_hold(args):
     token = "%d-%s" % (os.getpid(), random_hex(8))
     inner = hold_argv(args, token)
     result = {}
+    if args.pass_fds:
+        result["receiver_pid"], socket_path = start_receiver(args.timeout)
+        inner += ["--pass-fds", socket_path]
     scope = args.scope
     unit, slice_name = args.unit, args.slice
     if args.cgroup:
@@ -486,6 +592,64 @@ def cmd_hold(args):
 
 def cmd_internal_hold(args):
     Holder(args).run()
+
+
+def cmd_internal_receive(args):
+    """Keep whatever descriptors a holder sends over a Unix socket."""
+    set_title(args.title)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    record_started(os.getpid())
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(args.socket)
+        os.chmod(args.socket, 0o600)
+        server.listen(1)
+        mark_ready(args.ready, {"pid": os.getpid()})
+        conn, dummy = server.accept()
+        with conn:
+            dummy, kept, dummy2, dummy3 = socket.recv_fds(conn, 16, 64)
+            conn.sendall(b"k")
+    os.unlink(args.socket)
+    sys.stdin.close()
+    while kept:
+        signal.pause()
+
+
+def cmd_monitor(args):
+    """An NVML client, as an exporter is, that no default protects."""
+    token = "%d-%s" % (os.getpid(), random_hex(8))
+    devnull = open(os.devnull, "r+")
+    proc = subprocess.Popen([PYTHON, SELF, "_monitor", "--title", args.title, "--ready", token],
+                            stdin=devnull, stdout=devnull, stderr=devnull, start_new_session=True)
+    ready = wait_ready(token, [proc.pid], 20)
+    if "error" in ready:
+        sys.exit("gpusim: monitor %s" % ready["error"])
+    print(json.dumps(ready, sort_keys=True))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def cmd_internal_monitor(args):
+    import pynvml
+    set_title(args.title)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    pynvml.nvmlInit()
+    record_started(os.getpid())
+    mark_ready(args.ready, {"pid": os.getpid(), "title": args.title})
+    while True:
+        signal.pause()
+
+
+def start_receiver(timeout):
+    """A process unrelated to the holder (its own session) that will keep its descriptors."""
+    token = "%d-%s" % (os.getpid(), random_hex(8))
+    path = os.path.join(READY, "receiver-%s.sock" % token)
+    devnull = open(os.devnull, "r+")
+    proc = subprocess.Popen([PYTHON, SELF, "_receive", "--socket", path, "--ready", token],
+                            stdin=devnull, stdout=devnull, stderr=devnull, start_new_session=True)
+    ready = wait_ready(token, [proc.pid], timeout)
+    if "error" in ready:
+        sys.exit("gpusim: receiver %s" % ready["error"])
+    return ready["pid"], path
 
 
 def cmd_internal_supervise(args):
@@ -768,10 +932,18 @@ def add_hold_options(parser, internal):
                         help="SIGTERM stays blocked (pending), so the holder sits out its grace")
     parser.add_argument("--blocked-cmdline", action="store_true",
                         help="readers of /proc/PID/cmdline and environ wait (needs /dev/fuse)")
+    parser.add_argument("--exit-leader", action="store_true",
+                        help="the main thread exits; another thread keeps the contexts")
+    parser.add_argument("--fork-pool", type=int, default=0, metavar="N",
+                        help="fork N children without exec, which inherit the contexts")
     if internal:
         parser.add_argument("--ready", default="")
+        parser.add_argument("--pass-fds", metavar="SOCKET",
+                            help="send the NVIDIA descriptors to the receiver at SOCKET")
     else:
         parser.add_argument("--respawn", action="store_true")
+        parser.add_argument("--pass-fds", action="store_true",
+                            help="send the NVIDIA descriptors to an unrelated receiver (SCM_RIGHTS)")
         parser.add_argument("--supervisor-title", default="gpu-supervisor")
         parser.add_argument("--user")
         parser.add_argument("--unit")
@@ -793,6 +965,18 @@ def main(argv=None):
     internal = sub.add_parser("_hold")
     add_hold_options(internal, internal=True)
     internal.set_defaults(func=cmd_internal_hold)
+    receive = sub.add_parser("_receive")
+    receive.add_argument("--socket", required=True)
+    receive.add_argument("--ready", default="")
+    receive.add_argument("--title", default="gpu-receiver")
+    receive.set_defaults(func=cmd_internal_receive)
+    monitor = sub.add_parser("monitor")
+    monitor.add_argument("--title", default="gpu-monitor")
+    monitor.set_defaults(func=cmd_monitor)
+    internal_monitor = sub.add_parser("_monitor")
+    internal_monitor.add_argument("--title", default="gpu-monitor")
+    internal_monitor.add_argument("--ready", default="")
+    internal_monitor.set_defaults(func=cmd_internal_monitor)
     supervise = sub.add_parser("_supervise")
     supervise.add_argument("--title")
     supervise.add_argument("--ready", default="")
