@@ -35,7 +35,7 @@ import os
 import pwd
 import traceback
 
-from . import _procfs, _procread, _visibility
+from . import _keepers, _procfs, _procread, _visibility
 from ._proctree import self_and_ancestors
 from ._protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
@@ -70,8 +70,10 @@ class Snapshot:
     """
 
     def __init__(self, gpus, holders, unreadable_pids, warnings, nvml_available,
-                 driver_version=None, vanished=0):
+                 driver_version=None, vanished=0, contexts=()):
         self.gpus = gpus
+        # Contexts whose creator is gone (``_keepers.attribute``), with their keepers.
+        self.contexts = list(contexts)
         self.holders = holders
         self.unreadable_pids = sorted(unreadable_pids)
         self.unreadable = len(self.unreadable_pids)
@@ -91,6 +93,8 @@ class Snapshot:
         selected = set(str(gpu['index']) for gpu in self.gpus)
         memory_mib = sum(mib or 0 for holder in self.holders
                          for index, mib in holder['gpu_memory_mib'].items() if index in selected)
+        memory_mib += sum(context['memory_mib'] for context in self.contexts
+                          if context['keepers'] and str(context['gpu']) in selected)
         return '%s, %s (%d compute, %d client), %s held' % (
             _plural(len(self.gpus), 'GPU'), _plural(len(self.holders), 'holder'),
             compute, client, format_mib(memory_mib))
@@ -195,6 +199,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     seconds. ``unreadable`` says why the title could not be read, if it could not.
     """
     stat = _procfs.read_stat(pid, proc_root)
+    state, leader_exited = _procfs.process_state(stat, proc_root)
     try:
         status = _procfs.read_status(pid, proc_root)
     except PermissionError:
@@ -255,15 +260,21 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     return {
         'pid': pid,
         'ppid': ppid,
+        'pgrp': stat['pgrp'],
+        'session': stat['session'],
         'user': _user_name(uid),
         'uid': uid,
         'name': stat['comm'],
         'title': title,
         'exe': exe,
         'create_time': _create_time(pid, stat, proc_root),
-        'state': stat['state_name'],
+        'state': _procfs.STATE_NAMES.get(state, state),
+        # The main thread has exited while another thread lives on (and holds what the process holds).
+        'leader_exited': leader_exited,
         'wchan': wchan,
         'gpus': ordered,
+        # The GPUs whose device node the process holds, listed by NVML there or not.
+        'node_gpus': sorted(node_indices),
         'gpu_uuids': [gpus_by_index[index].get('uuid') for index in ordered if index in gpus_by_index],
         'gpu_memory_mib': gpu_memory,
         'memory_mib': memory_mib,
@@ -396,7 +407,7 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     # A process whose maps did not answer holds its mmap lock too long for its cmdline as well: not read again.
     titles, title_errors, stuck = _procread.read_titles(candidates - set(maps_stuck), read_timeout, proc_root)
     stuck = set(stuck) | (set(maps_stuck) & candidates)
-    holders = []
+    records = []
     invisible = []
     for pid in sorted(candidates):
         unreadable_reason = None
@@ -419,10 +430,29 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             else:
                 vanished += 1
             continue
+        records.append(record)
+
+    # Contexts whose creator is gone, and who keeps them (only where NVML's PIDs are ours).
+    contexts = []
+    if shares_namespace and nvml_processes:
+        gone = _keepers.gone_creators(nvml_processes, dict((r['pid'], r) for r in records), set(invisible))
+
+        def maps_of(pids):
+            mapped_now, dummy, dummy2 = _procread.read_maps(pids, prefix, read_timeout, proc_root)
+            return dict((pid, mapped_now.get(pid)) for pid in pids)
+        index_to_minor = dict((index, minor) for minor, index in minor_to_index.items())
+        contexts = _keepers.attribute(records, gone, index_to_minor, maps_of,
+                                      dict((index, set(processes)) for index, processes in nvml_processes.items()))
+        contexts = [context for context in contexts if context['gpu'] in selected]
+        warnings.extend(_keepers.warnings_for(contexts))
+        invisible = [pid for pid in invisible if not any(pid in c['creator_pids'] for c in contexts)]
+
+    holders = []
+    for record in records:
         if selected.intersection(record['gpus']):
             holders.append(record)
             if record['unreadable']:
-                warnings.append('pid %d (%s): %s' % (pid, record['name'], record['unreadable']))
+                warnings.append('pid %d (%s): %s' % (record['pid'], record['name'], record['unreadable']))
 
     not_visible = [holder for holder in holders if not holder['visible']]
     if not_visible:
@@ -447,4 +477,5 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
 
     return Snapshot(scoped_gpus, holders, unreadable, warnings,
                     nvml_available=bool(nvml_view is not None and nvml_view.available),
-                    driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished)
+                    driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished,
+                    contexts=contexts)

@@ -27,7 +27,9 @@ Outcomes (strings, stable for results and tests):
 - ``reused``: the PID belongs to another process now; it was not signalled;
 - ``denied``: the kernel refused (EPERM), e.g. another user's process;
 - ``zombie``: the process has exited and waits for its parent to reap it;
-  its resources (GPU memory included) are already released.
+  its resources (GPU memory included) are already released. A process whose
+  thread-group leader alone has exited is no zombie: it lives in its other
+  threads, and is named by their state.
 
 This file imports nothing from Ansible.
 """
@@ -40,6 +42,8 @@ import errno
 import os
 import signal
 from collections import namedtuple
+
+from ._procfs import STATE_NAMES, live_thread_state
 
 try:
     import psutil
@@ -98,12 +102,19 @@ def identity_status(ref):
             return REUSED
         status = proc.status()
     except psutil.ZombieProcess:
-        return ZOMBIE
+        return _zombie_or_live_thread(ref.pid)
     except psutil.NoSuchProcess:
         return GONE
     except psutil.AccessDenied:
         return DENIED
-    return ZOMBIE if status == psutil.STATUS_ZOMBIE else status
+    return _zombie_or_live_thread(ref.pid) if status == psutil.STATUS_ZOMBIE else status
+
+
+def _zombie_or_live_thread(pid):
+    """``zombie``, unless only the leader has exited: a live thread keeps the
+    process (and what it holds) alive, so it is named by that thread's state."""
+    state = live_thread_state(pid)
+    return ZOMBIE if state is None else STATE_NAMES.get(state, state)
 
 
 def check_identity(ref):

@@ -122,6 +122,8 @@ def summarize(record, **extra):
         'systemd_unit': record.get('systemd_unit'),
         'container': record.get('container'),
     }
+    if record.get('keeps'):
+        entry['keeps'] = [dict(item) for item in record['keeps']]
     entry.update(extra)
     return entry
 
@@ -263,6 +265,8 @@ class Plan:
         self.shared = []       # summaries of targets that also hold other GPUs
         self.supervisors = []  # process summaries with ``children`` and ``reason``
         self.parents = []      # every source parent (``_parents``): supervisors, and those only frozen or named
+        # Keepers held back for a later round: released only while their context stays (``keeper_rounds``).
+        self.deferred = []
 
     @property
     def target_pids(self):
@@ -272,6 +276,43 @@ class Plan:
     def changes(self):
         """Whether running the plan would send a signal."""
         return bool(self.targets or self.supervisors)
+
+
+def keeper_round(record, contexts_alive=None):
+    """The rank (1 strongest) at which ``record`` keeps a context still alive, or None.
+
+    ``contexts_alive(entry)`` says whether a ``keeps`` entry's context is still
+    there (None: all are).
+    """
+    ranks = [entry['rank'] for entry in record.get('keeps') or []
+             if contexts_alive is None or contexts_alive(entry)]
+    return min(ranks) if ranks else None
+
+
+def keeper_rounds(records, contexts_alive=None):
+    """``(now, later)``: the keepers to release in this round, and those held back.
+
+    For each context still alive, the strongest candidates (lowest rank) go
+    now; the weaker ones wait until a look shows that the context stayed.
+    Records that keep no live context are in neither list. Pure.
+    """
+    best = {}
+    for record in records:
+        for entry in record.get('keeps') or []:
+            if contexts_alive is None or contexts_alive(entry):
+                key = (entry['gpu'], tuple(entry['creator_pids']))
+                best[key] = min(best.get(key, entry['rank']), entry['rank'])
+    now, later = [], []
+    for record in records:
+        alive = [entry for entry in record.get('keeps') or []
+                 if contexts_alive is None or contexts_alive(entry)]
+        if not alive:
+            continue
+        if any(entry['rank'] == best[(entry['gpu'], tuple(entry['creator_pids']))] for entry in alive):
+            now.append(record)
+        else:
+            later.append(record)
+    return now, later
 
 
 def plan_release(holders, scope, processes=None):
@@ -288,10 +329,13 @@ def plan_release(holders, scope, processes=None):
     plan = Plan(scope.gpus, scope)
     selected = set(scope.gpus)
     holder_pids = set()
+    keepers = []
     for record in sorted(holders, key=lambda r: r['pid']):
         holder_pids.add(record['pid'])
         gpus = set(record.get('gpus') or [])
-        verdict, reason = holder_verdict(record, scope)
+        # A client that may keep a context is judged as a compute holder; it waits for the last round.
+        judged = dict(record, kind='compute') if record.get('keeps') else record
+        verdict, reason = holder_verdict(judged, scope)
         if verdict == PROTECTED:
             plan.protected.append(summarize(record, reason=reason, is_self=reason == REASON_SELF))
             continue
@@ -303,7 +347,12 @@ def plan_release(holders, scope, processes=None):
         target['shared'] = bool(outside)
         if outside:
             plan.shared.append(summarize(record, outside_gpus=outside))
-        plan.targets.append(target)
+        if record.get('keeps'):
+            keepers.append(target)
+        else:
+            plan.targets.append(target)
+    now, plan.deferred = keeper_rounds(keepers)
+    plan.targets = sorted(plan.targets + now, key=lambda r: r['pid'])
 
     if plan.shared and scope.on_shared_holder == 'fail':
         raise SharedHolderError(
@@ -355,8 +404,9 @@ def _plan_supervisors(plan, scope, processes, holder_pids):
 
 def baseline_memory(holders, plan):
     """``{index: MiB}`` held on each selected GPU by the holders left alone."""
-    targets = set(plan.target_pids)
+    targets = set(plan.target_pids) | set(record['pid'] for record in plan.deferred)
     baseline = dict((index, 0) for index in plan.gpus)
+    kept_alone = {}
     for record in holders:
         if record['pid'] in targets:
             continue
@@ -364,4 +414,12 @@ def baseline_memory(holders, plan):
             index = int(key)
             if index in baseline and mib:
                 baseline[index] += int(mib)
+        # A context that only keepers left alone keep is not this run's to free: counted once.
+        for entry in record.get('keeps') or []:
+            kept_alone[(entry['gpu'], tuple(entry['creator_pids']))] = entry['memory_mib']
+    released = set((entry['gpu'], tuple(entry['creator_pids']))
+                   for record in list(plan.targets) + list(plan.deferred) for entry in record.get('keeps') or [])
+    for (index, creators), mib in kept_alone.items():
+        if index in baseline and (index, creators) not in released:
+            baseline[index] += int(mib)
     return baseline

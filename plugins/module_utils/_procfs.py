@@ -90,6 +90,8 @@ def parse_stat(text):
         'state': state,
         'state_name': STATE_NAMES.get(state, state),
         'ppid': int(fields[1]),
+        'pgrp': int(fields[2]),
+        'session': int(fields[3]),
         'flags': int(fields[6]),
         'tty_nr': int(fields[4]),
         'starttime': int(fields[19]),
@@ -99,6 +101,66 @@ def parse_stat(text):
 
 def read_stat(pid, proc_root=PROC_ROOT):
     return parse_stat(_read('%s/%d/stat' % (proc_root, pid)))
+
+
+EXITED_STATES = ('Z', 'X', 'x')
+
+
+def live_thread_state(pid, proc_root=PROC_ROOT):
+    """The state letter of a live thread of ``pid`` other than its leader, or None.
+
+    A process is alive while any of its threads is: when the thread-group
+    leader has exited (a raw ``exit`` of the main thread) the leader's stat
+    reads ``Z`` and its ``fd`` folder is empty, while another thread still
+    holds the files (a CUDA context with them).
+    """
+    task_dir = '%s/%d/task' % (proc_root, pid)
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return None
+    for tid in tids:
+        if tid == str(pid):
+            continue
+        try:
+            state = parse_stat(_read('%s/%s/stat' % (task_dir, tid)))['state']
+        except (OSError, ValueError, IndexError):
+            continue
+        if state not in EXITED_STATES:
+            return state
+    return None
+
+
+def process_state(stat, proc_root=PROC_ROOT):
+    """``(state letter, leader_exited)`` of the process whose parsed stat is ``stat``.
+
+    The state is the leader's, unless the leader has exited while another
+    thread lives: then it is that thread's, and ``leader_exited`` is True.
+    """
+    state = stat['state']
+    if state in EXITED_STATES:
+        live = live_thread_state(stat['pid'], proc_root)
+        if live is not None:
+            return live, True
+    return state, False
+
+
+def fd_dirs(pid, proc_root=PROC_ROOT, leader_fds=None):
+    """The ``fd`` folders that show what ``pid`` holds: its own, or, when its
+    leader has exited (``leader_fds`` empty and the leader a zombie), those of
+    its live threads."""
+    own = '%s/%d/fd' % (proc_root, pid)
+    if leader_fds is None:
+        leader_fds = os.listdir(own)
+    if leader_fds:
+        return [own]
+    try:
+        if read_stat(pid, proc_root)['state'] not in EXITED_STATES:
+            return [own]
+        tids = os.listdir('%s/%d/task' % (proc_root, pid))
+    except (OSError, ValueError, IndexError):
+        return [own]
+    return ['%s/%d/task/%s/fd' % (proc_root, pid, tid) for tid in tids if tid != str(pid)]
 
 
 def parse_status(text):
@@ -195,16 +257,22 @@ def fd_device_paths(pid, prefix, proc_root=PROC_ROOT):
     Raises PermissionError / FileNotFoundError for the fd directory itself;
     an fd closed while being read is skipped.
     """
-    fd_dir = '%s/%d/fd' % (proc_root, pid)
     found = set()
     readlink = os.readlink
-    for name in os.listdir(fd_dir):
+    own = '%s/%d/fd' % (proc_root, pid)
+    names = os.listdir(own)
+    for fd_dir in fd_dirs(pid, proc_root, names):
         try:
-            target = readlink(fd_dir + '/' + name)
+            listing = names if fd_dir == own else os.listdir(fd_dir)
         except OSError:
             continue
-        if target.startswith(prefix):
-            found.add(node_held(fd_dir + '/' + name, _strip_deleted(target), prefix))
+        for name in listing:
+            try:
+                target = readlink(fd_dir + '/' + name)
+            except OSError:
+                continue
+            if target.startswith(prefix):
+                found.add(node_held(fd_dir + '/' + name, _strip_deleted(target), prefix))
     return found
 
 
@@ -312,18 +380,38 @@ def scan_device_holders(proc_root=PROC_ROOT, dev_dir=DEV_DIR, skip_pids=()):
                 vanished += 1
                 continue
             found = None
-            for fd in fds:
-                try:
-                    target = readlink(fd_dir + '/' + fd)
-                except OSError:
-                    continue
-                if target.startswith(prefix):
-                    if found is None:
-                        found = set()
-                    found.add(node_held(fd_dir + '/' + fd, _strip_deleted(target), prefix))
+            if fds:
+                dirs = ((fd_dir, fds),)
+            else:
+                # Empty: a process without files, or one whose leader thread has exited.
+                dirs = _thread_fd_listings(pid, proc_root)
+            for fd_dir, fds in dirs:
+                for fd in fds:
+                    try:
+                        target = readlink(fd_dir + '/' + fd)
+                    except OSError:
+                        continue
+                    if target.startswith(prefix):
+                        if found is None:
+                            found = set()
+                        found.add(node_held(fd_dir + '/' + fd, _strip_deleted(target), prefix))
             if found:
                 holders[pid] = found
     return holders, unreadable, vanished
+
+
+def _thread_fd_listings(pid, proc_root):
+    """``[(fd folder, names)]`` of the live threads of a process whose leader has exited."""
+    own = '%s/%d/fd' % (proc_root, pid)
+    listings = []
+    for fd_dir in fd_dirs(pid, proc_root, leader_fds=()):
+        if fd_dir == own:
+            continue
+        try:
+            listings.append((fd_dir, os.listdir(fd_dir)))
+        except OSError:
+            continue
+    return listings
 
 
 # --- cgroup -> systemd unit and container ---------------------------------

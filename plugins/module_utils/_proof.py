@@ -30,6 +30,7 @@ __metaclass__ = type
 import os
 import time
 
+from ._keepers import describe as describe_keeping
 from ._ladder import DEFAULT_POLL_INTERVAL, MAX_WAIT_SECONDS, check_poll_interval, check_seconds
 from ._procfs import STATE_NAMES
 from ._report import RESET_STEP
@@ -82,7 +83,21 @@ def is_allowed(record, allow):
 
 
 def _blocks(record):
-    return record.get('kind') == 'compute' or 'graphics' in (record.get('nvml_types') or [])
+    # A keeper of an exited creator's context blocks its GPU, a mere NVML client among them too.
+    return (record.get('kind') == 'compute' or 'graphics' in (record.get('nvml_types') or [])
+            or bool(record.get('keeps')))
+
+
+def left_on_purpose(record):
+    """Why no release will take ``record`` away, or None: protected, not visible here, or in a pod."""
+    if record.get('protected'):
+        return 'protected (%s)' % (record.get('protected_reason') or 'protected')
+    if record.get('visible') is False:
+        return NOT_VISIBLE
+    pod = (record.get('container') or {}).get('pod_uid')
+    if pod:
+        return 'managed by Kubernetes pod %s' % pod
+    return None
 
 
 def limit_mib(gpu, max_used_mib=None, max_used_percent=None):
@@ -104,6 +119,14 @@ def describe_holder(record):
     details.append('state %s' % state_letter(record.get('state')))
     if record.get('state') == 'disk-sleep' and record.get('wchan'):
         details.append('wchan %s' % record['wchan'])
+    if record.get('leader_exited'):
+        details.append('main thread exited, another thread lives')
+    keeping = describe_keeping(record)
+    if keeping:
+        details.append(keeping)
+    why = left_on_purpose(record)
+    if why:
+        details.append(why)
     return 'pid %s %s (%s)' % (record.get('pid'), record.get('title') or record.get('name'), ', '.join(details))
 
 
@@ -178,9 +201,12 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
             'none (stuck context)' if memory_busy else 'none')
         lines.append('GPU %d%s busy: %s; holders: %s' % (index, ' (%s)' % uuid if uuid else '', memory, held))
         stuck = [h for h in blocking if h.get('state') == 'disk-sleep']
-        if not blocking or stuck:
+        # No reset while a process that may keep the context holds the GPU's node.
+        node_held = [h for h in holders if index in (h.get('node_gpus') or h.get('gpus') or [])
+                     and not h.get('is_self') and not h.get('protected')]
+        if (not blocking and not node_held) or stuck:
             reset_gpus.append(index)
-        if any(h.get('state') != 'disk-sleep' and h.get('visible') is not False for h in blocking):
+        if any(h.get('state') != 'disk-sleep' and left_on_purpose(h) is None for h in blocking):
             reclaim_needed = True
         if any(h.get('visible') is False for h in blocking):
             namespace_step = True
@@ -195,13 +221,23 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
             lines.append('Next step: %s.' % RECLAIM_STEP)
         if namespace_step:
             lines.append('Next step: %s.' % NAMESPACE_STEP)
+        protected = [h for h in busy_holders if h.get('protected') and not h.get('is_self')]
+        if protected:
+            lines.append('Next step for pid %s: protected, so never signalled; stop it yourself if it really holds '
+                         'the GPU, or lift its protection with unprotect (gpu_reclaim_unprotect in the role).'
+                         % ', '.join(str(h['pid']) for h in protected))
         for index in reset_gpus:
             entry = [r for r in result_gpus if r['index'] == index][0]
             why = ('a holder in state D cannot be killed' if entry['holder_pids']
                    else 'memory is held with no holder (stuck context)')
             lines.append('Next step for GPU %d: %s, so %s.' % (index, why, RESET_STEP % index))
+    busy = [g for g in result_gpus if not g['free']]
     return {
-        'free': not any(not g['free'] for g in result_gpus),
+        'free': not busy,
+        # Every busy GPU is held only by what no release takes away: waiting longer changes nothing.
+        'left_on_purpose': bool(busy) and all(
+            g['holder_pids'] and all(left_on_purpose(h) for h in busy_holders if h['pid'] in g['holder_pids'])
+            for g in busy),
         'gpus': result_gpus,
         'holders': busy_holders,
         'allowed': allowed,
@@ -220,6 +256,10 @@ def verdict_message(verdict):
         ' after %.2f s' % waited if waited else '')
 
 
+# Polls in a row that find the GPUs held only by what no release takes away, before the proof gives up.
+FAIL_FAST_POLLS = 3
+
+
 def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVAL, clock=time.monotonic,
                     sleep=time.sleep, **criteria):
     """Call ``probe()`` until ``evaluate`` says free or ``timeout_seconds`` passed.
@@ -230,6 +270,7 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
     """
     start = clock()
     polls = 0
+    settled = 0
     while True:
         # A GPU found free at the first look was waited on for 0 s.
         looked_at = clock() - start
@@ -240,7 +281,8 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
             waited = looked_at
             break
         waited = clock() - start
-        if waited >= timeout_seconds:
+        settled = settled + 1 if verdict['left_on_purpose'] else 0
+        if waited >= timeout_seconds or settled >= FAIL_FAST_POLLS:
             break
         sleep(max(0.0, min(poll_interval, timeout_seconds - waited)))
     verdict['waited_seconds'] = round(waited, 3)

@@ -31,6 +31,8 @@ RELEASED = 'released'
 SURVIVOR = 'survivor'
 REFUSED = 'denied'
 
+DEFERRED = ('held back: released only if the context it keeps stays once its stronger keepers are released '
+            '(check mode cannot tell)')
 RESET_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
@@ -193,8 +195,11 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         planned = {PARENT_KILL: 'would be frozen and killed', PARENT_THAW: 'would be frozen, then thawed'}
         parents = [dict(entry, outcome=planned.get(entry['action'], 'left alone') if check_mode else 'left alone')
                    for entry in getattr(plan, 'parents', [])]
+        # Keepers held back for a later round: check mode cannot know whether the context will stay.
+        spared = [summarize(record, reason=DEFERRED if check_mode else 'not signalled: nothing was released')
+                  for record in getattr(plan, 'deferred', None) or []]
         outcome = {'changed': False, 'released': released, 'survivors': [], 'stuck_gpus': [],
-                   'supervisors': supervisors, 'parents': parents, 'steps': [], 'warnings': []}
+                   'supervisors': supervisors, 'parents': parents, 'steps': [], 'warnings': [], 'spared': spared}
         changed = plan.changes if check_mode else False
     else:
         changed = outcome['changed']
@@ -206,7 +211,7 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         'released': outcome['released'],
         'protected': plan.protected,
         # Not 'skipped': Ansible reads a true 'skipped' key as 'the task was skipped'.
-        'skipped_holders': plan.skipped,
+        'skipped_holders': plan.skipped + (outcome.get('spared') or []),
         'shared': [entry['pid'] for entry in plan.shared],
         'survivors': outcome['survivors'],
         'stuck_gpus': outcome['stuck_gpus'],

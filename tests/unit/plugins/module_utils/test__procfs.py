@@ -48,7 +48,7 @@ def test_parse_stat_comm_with_parentheses_and_spaces():
     stat = _procfs.parse_stat(fixture('sigterm_ignored', 'stat'))
     assert stat == {
         'pid': 16175, 'comm': 'VLLM::Engine) x', 'state': 'S', 'state_name': 'sleeping', 'ppid': 16174,
-        'flags': 4194304, 'tty_nr': 0, 'starttime': 64865, 'kernel_thread': False,
+        'pgrp': 16171, 'session': 4205, 'flags': 4194304, 'tty_nr': 0, 'starttime': 64865, 'kernel_thread': False,
     }
 
 

@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuops.reclaim contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Keepers: the live processes that keep a context whose creator is gone.
+
+A CUDA context belongs to the open file descriptions of ``/dev/nvidia*``,
+which threads share and ``fork`` or ``SCM_RIGHTS`` pass on. Its memory is
+freed when the last of them closes, whoever holds it, and NVML goes on
+listing the PID that created it. So when NVML lists a PID on a GPU that no
+longer exists here, or whose every thread has exited, the memory is kept by
+whoever still holds that GPU's node: a DataLoader-like child forked without
+exec, or a process the descriptors were sent to.
+
+Which holder of the node keeps it cannot be read from ``/proc``, so each
+candidate is ranked by the evidence, strongest first:
+
+1. ``mapped``: it has the GPU's node mapped (``/proc/PID/maps``), as a
+   process forked from a CUDA process has;
+2. ``session``: its session or process group is the dead creator's (it was
+   forked by it, or started with it);
+3. ``received``: it holds the node but has mapped no NVIDIA node at all, so
+   it never opened the driver itself: it was given the descriptors;
+4. ``client``: it mapped ``/dev/nvidiactl`` only, as an NVML client (a
+   monitor, an exporter) does for its own sake. It is a keeper only when
+   nothing stronger explains the memory.
+
+A candidate whose maps could not be read in time ranks as ``received``.
+Ranks 1 to 3 make the holder's kind ``compute``; rank 4 leaves it a
+``client``. The release takes the strongest candidates of a context first
+and the weaker ones only while the context stays (``_escalation``).
+
+Nothing here decides by a name. This file imports nothing from Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+MAPPED = 'mapped'
+SESSION = 'session'
+RECEIVED = 'received'
+CLIENT = 'client'
+
+RANKS = {MAPPED: 1, SESSION: 2, RECEIVED: 3, CLIENT: 4}
+EVIDENCE_TEXT = {
+    MAPPED: 'has the GPU node mapped',
+    SESSION: 'in the session or process group of the exited creator',
+    RECEIVED: 'holds the node without having opened the driver itself (descriptors received)',
+    CLIENT: 'an NVML client: only what else explains the memory is released first',
+}
+
+
+def gone_creators(nvml_processes, records_by_pid, missing_pids):
+    """``{gpu index: {pid: MiB}}`` of the PIDs NVML lists whose process is gone.
+
+    ``nvml_processes`` maps a GPU index to ``{pid: {"memory_mib", ...}}``;
+    ``records_by_pid`` the holder records built; ``missing_pids`` the listed
+    PIDs with no process here. A listed process whose every thread has exited
+    (a zombie) holds no file, so its context is kept by someone else too.
+    """
+    gone = {}
+    for index, processes in nvml_processes.items():
+        for pid, entry in processes.items():
+            record = records_by_pid.get(pid)
+            if pid in missing_pids or (record is not None and record.get('state') in ('zombie', 'dead')):
+                gone.setdefault(index, {})[pid] = entry.get('memory_mib') or 0
+    return gone
+
+
+def evidence_of(record, index, minor, creators, maps):
+    """The evidence, strongest first, that ``record`` keeps a context of GPU ``index``.
+
+    ``minor`` is the GPU's device minor; ``creators`` the gone PIDs on it;
+    ``maps`` the NVIDIA paths the process has mapped, or None when unread.
+    """
+    evidence = []
+    gpu_node = '/nvidia%d' % minor
+    if maps is not None and any(path.endswith(gpu_node) for path in maps):
+        evidence.append(MAPPED)
+    if record.get('session') in creators or record.get('pgrp') in creators:
+        evidence.append(SESSION)
+    if maps is None or not maps:
+        evidence.append(RECEIVED)
+    elif MAPPED not in evidence:
+        evidence.append(CLIENT)
+    return evidence
+
+
+def attribute(holders, gone, index_to_minor, maps_of, nvml_listed):
+    """Mark the keepers among ``holders`` (records, changed in place); return the contexts.
+
+    ``gone`` is ``gone_creators``'s answer; ``maps_of(pids)`` returns
+    ``{pid: set of mapped NVIDIA paths or None}``; ``nvml_listed`` maps a GPU
+    index to the set of PIDs NVML lists on it (those hold a context of their
+    own there). Returns ``[{"gpu", "creator_pids", "memory_mib", "keepers"}]``.
+    Records of the module itself and its ancestors are never keepers.
+    """
+    contexts = []
+    if not gone:
+        return contexts
+    candidates = {}
+    for index in sorted(gone):
+        for record in holders:
+            if record.get('is_self') or record['pid'] in nvml_listed.get(index, ()):
+                continue
+            if index in (record.get('node_gpus') or record.get('gpus') or []):
+                candidates.setdefault(index, []).append(record)
+    wanted = sorted(set(record['pid'] for records in candidates.values() for record in records))
+    maps = maps_of(wanted) if wanted else {}
+    for index in sorted(gone):
+        creators = gone[index]
+        keepers = []
+        for record in candidates.get(index, []):
+            evidence = evidence_of(record, index, index_to_minor.get(index, index), set(creators),
+                                   maps.get(record['pid']))
+            rank = min(RANKS[item] for item in evidence)
+            record.setdefault('keeps', []).append({
+                'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': sum(creators.values()),
+                'evidence': evidence, 'rank': rank})
+            current = record.get('keeper_rank')
+            record['keeper_rank'] = rank if current is None else min(current, rank)
+            if rank < RANKS[CLIENT]:
+                record['kind'] = 'compute'
+            if index not in record['gpus']:
+                record['gpus'] = sorted(set(record['gpus']) | set([index]))
+            keepers.append(record['pid'])
+        contexts.append({'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': sum(creators.values()),
+                         'keepers': sorted(keepers)})
+    return contexts
+
+
+def describe(record):
+    """``keeps the context of exited pid 41 on GPU 0 (has the GPU node mapped)``, or ''."""
+    parts = []
+    for entry in record.get('keeps') or []:
+        parts.append('keeps the context of exited pid %s on GPU %d (%s)' % (
+            ', '.join(str(pid) for pid in entry['creator_pids']), entry['gpu'],
+            '; '.join(EVIDENCE_TEXT[item] for item in entry['evidence'])))
+    return ', '.join(parts)
+
+
+def warnings_for(contexts):
+    """One line per context: who keeps it, or that nobody here does."""
+    lines = []
+    for context in contexts:
+        creators = ', '.join(str(pid) for pid in context['creator_pids'])
+        if context['keepers']:
+            lines.append('GPU %d: NVML lists PID %s (%d MiB), which has exited; its context is kept by pid %s'
+                         % (context['gpu'], creators, context['memory_mib'],
+                            ', '.join(str(pid) for pid in context['keepers'])))
+        else:
+            lines.append('GPU %d: NVML lists PID %s (%d MiB), but no such process is alive here, and no other '
+                         'process here holds the GPU\'s node (it exited, or it runs in another PID namespace); '
+                         'its memory still counts on its GPU'
+                         % (context['gpu'], creators, context['memory_mib']))
+    return lines
