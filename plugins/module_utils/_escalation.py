@@ -34,7 +34,7 @@ from ._guardian import FreezeLedger
 from ._identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_process
 from ._ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
 from ._newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
-from ._plan import Scope, keeper_rounds, summarize
+from ._plan import KEEPER_HELD_BACK, Scope, keeper_rounds, summarize
 from ._prober import DEFAULT_READ_TIMEOUT, ProcProber
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -59,7 +59,6 @@ _STOPPED_STATES = ('stopped', 'tracing-stop')
 
 # Seconds after the last release before a kept context is taken to have stayed.
 KEEPER_ROUND_SLACK = 0.5
-NOT_NEEDED = 'not signalled: the context it also kept was freed by releasing a stronger keeper'
 
 
 class _Target:
@@ -434,7 +433,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         def alive(entry):
             return bool(set(entry['creator_pids']) & self.pids_after.get(entry['gpu'], set()))
         now_records, later = keeper_rounds(self.deferred, alive)
-        self._spare([r for r in self.deferred if r not in now_records and r not in later], NOT_NEEDED)
+        self._spare([r for r in self.deferred if r not in now_records and r not in later], KEEPER_HELD_BACK)
         self.deferred = later
         for record in now_records:
             self._add_target(record)
@@ -463,7 +462,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             self.deferred = []
             return True
         if all(ok for ok, dummy in self._gpus_released().values()):
-            self._spare(self.deferred, NOT_NEEDED)
+            self._spare(self.deferred, KEEPER_HELD_BACK)
             self.deferred = []
             return True
         if self.deferred and self._next_keeper_round(now):

@@ -432,9 +432,10 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             continue
         records.append(record)
 
-    # Contexts whose creator is gone, and who keeps them (only where NVML's PIDs are ours).
+    # Contexts whose creator is gone, and who keeps them. Outside the host's PID namespace an old
+    # driver may name PIDs of another namespace: there, a mere NVML client is never taken for a keeper.
     contexts = []
-    if shares_namespace and nvml_processes:
+    if nvml_processes:
         gone = _keepers.gone_creators(nvml_processes, dict((r['pid'], r) for r in records), set(invisible))
 
         def maps_of(pids):
@@ -442,7 +443,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             return dict((pid, mapped_now.get(pid)) for pid in pids)
         index_to_minor = dict((index, minor) for minor, index in minor_to_index.items())
         contexts = _keepers.attribute(records, gone, index_to_minor, maps_of,
-                                      dict((index, set(processes)) for index, processes in nvml_processes.items()))
+                                      dict((index, set(processes)) for index, processes in nvml_processes.items()),
+                                      clients_may_keep=shares_namespace)
         contexts = [context for context in contexts if context['gpu'] in selected]
         warnings.extend(_keepers.warnings_for(contexts))
         invisible = [pid for pid in invisible if not any(pid in c['creator_pids'] for c in contexts)]

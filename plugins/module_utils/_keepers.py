@@ -88,14 +88,15 @@ def evidence_of(record, index, minor, creators, maps):
     return evidence
 
 
-def attribute(holders, gone, index_to_minor, maps_of, nvml_listed):
+def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_keep=True):
     """Mark the keepers among ``holders`` (records, changed in place); return the contexts.
 
     ``gone`` is ``gone_creators``'s answer; ``maps_of(pids)`` returns
     ``{pid: set of mapped NVIDIA paths or None}``; ``nvml_listed`` maps a GPU
     index to the set of PIDs NVML lists on it (those hold a context of their
     own there). Returns ``[{"gpu", "creator_pids", "memory_mib", "keepers"}]``.
-    Records of the module itself and its ancestors are never keepers.
+    Records of the module itself and its ancestors are never keepers, nor,
+    unless ``clients_may_keep``, a candidate with no evidence but ``client``.
     """
     contexts = []
     if not gone:
@@ -116,6 +117,8 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed):
             evidence = evidence_of(record, index, index_to_minor.get(index, index), set(creators),
                                    maps.get(record['pid']))
             rank = min(RANKS[item] for item in evidence)
+            if rank == RANKS[CLIENT] and not clients_may_keep:
+                continue
             record.setdefault('keeps', []).append({
                 'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': sum(creators.values()),
                 'evidence': evidence, 'rank': rank})

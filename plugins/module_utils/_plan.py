@@ -47,6 +47,10 @@ PROTECTED = 'protected'
 SKIPPED = 'skipped'
 
 
+# Why a weaker keeper of a context was not signalled: the same words in check mode and after the run.
+KEEPER_HELD_BACK = 'weaker keeper: signalled only if the context stays once its stronger keepers are released'
+
+
 class SharedHolderError(Exception):
     """``on_shared_holder: fail`` and a target also holds GPUs outside the scope."""
 

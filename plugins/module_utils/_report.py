@@ -20,7 +20,7 @@ __metaclass__ = type
 
 from ._parents import KILL as PARENT_KILL
 from ._parents import THAW as PARENT_THAW
-from ._plan import summarize
+from ._plan import KEEPER_HELD_BACK, summarize
 
 # A GPU counts as released when its used memory is within this much of what
 # the holders left alone account for.
@@ -31,8 +31,6 @@ RELEASED = 'released'
 SURVIVOR = 'survivor'
 REFUSED = 'denied'
 
-DEFERRED = ('held back: released only if the context it keeps stays once its stronger keepers are released '
-            '(check mode cannot tell)')
 RESET_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
@@ -195,8 +193,8 @@ def shape_result(gpus, holders, plan, outcome=None, check_mode=False, elapsed=0.
         planned = {PARENT_KILL: 'would be frozen and killed', PARENT_THAW: 'would be frozen, then thawed'}
         parents = [dict(entry, outcome=planned.get(entry['action'], 'left alone') if check_mode else 'left alone')
                    for entry in getattr(plan, 'parents', [])]
-        # Keepers held back for a later round: check mode cannot know whether the context will stay.
-        spared = [summarize(record, reason=DEFERRED if check_mode else 'not signalled: nothing was released')
+        # Keepers held back for a later round: whether the context stays is known only once the run is made.
+        spared = [summarize(record, reason=KEEPER_HELD_BACK)
                   for record in getattr(plan, 'deferred', None) or []]
         outcome = {'changed': False, 'released': released, 'survivors': [], 'stuck_gpus': [],
                    'supervisors': supervisors, 'parents': parents, 'steps': [], 'warnings': [], 'spared': spared}
