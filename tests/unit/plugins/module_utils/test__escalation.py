@@ -17,9 +17,9 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _plan,
     _report,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import KEEPER_ROUND_SLACK, Escalation
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import KEEPER_HELD_BACK, build_scope, plan_release
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     add_parent,
     holder,
@@ -290,3 +290,54 @@ def test_every_freeze_is_undone_when_the_run_fails(failing):
     assert [s for s in world.sent if s[2] == 'SIGSTOP'], 'something was frozen before the failure'
     assert stopped_pids(world) == []
     assert escalation.ledger.frozen == {}
+
+
+# --- keepers of a context whose creator is gone, in rounds ----------------------------
+
+class ContextWorld(World):
+    """NVML lists the exited creator 41 with its memory on GPU 0 while any of ``keepers`` lives."""
+
+    def __init__(self, keepers, **kwargs):
+        World.__init__(self, **kwargs)
+        self.keepers = set(keepers)
+
+    def poll(self, indices, timeout=None):
+        result = World.poll(self, indices, timeout)
+        if any(not self.procs[pid]['exited'] for pid in self.keepers):
+            result[0]['pids'].add(41)
+            result[0]['memory_used_mib'] += 6144
+        return result
+
+
+def _kept(pid, rank, kind='compute'):
+    evidence = {1: ['mapped'], 3: ['received'], 4: ['client']}[rank]
+    return holder(pid, gpus=(0,), kind=kind, nvml_types=[], gpu_memory_mib={}, memory_mib=0,
+                  keeps=[{'gpu': 0, 'creator_pids': [41], 'memory_mib': 6144, 'evidence': evidence, 'rank': rank}])
+
+
+def test_a_weaker_keeper_is_spared_when_the_stronger_one_frees_the_context():
+    strong, client = _kept(50, 1), _kept(52, 4, kind='client')
+    world = ContextWorld([50])
+    for record in (strong, client):
+        world.add(record)
+    plan, result = run(world, [strong, client], scope=build_scope([0]))
+    assert [entry['pid'] for entry in result['released']] == [50]
+    assert [pid for dummy, pid, dummy2 in world.sent] == [50]
+    assert [(entry['pid'], entry['reason']) for entry in result['spared']] == [(52, KEEPER_HELD_BACK)]
+
+
+def test_the_weaker_keepers_go_next_when_the_context_stays():
+    strong, receiver = _kept(50, 1), _kept(51, 3)
+    world = ContextWorld([51])  # the strong candidate did not keep it: the receiver does
+    for record in (strong, receiver):
+        world.add(record)
+    plan, result = run(world, [strong, receiver], scope=build_scope([0]))
+    assert [r['pid'] for r in plan.targets] == [50] and [r['pid'] for r in plan.deferred] == [51]
+    assert sorted(entry['pid'] for entry in result['released']) == [50, 51]
+    sent_to = [pid for dummy, pid, dummy2 in world.sent]
+    assert sent_to.index(51) > sent_to.index(50)
+    first_51 = [when for when, pid, dummy in world.sent if pid == 51][0]
+    first_50 = [when for when, pid, dummy in world.sent if pid == 50][0]
+    assert first_51 - first_50 >= KEEPER_ROUND_SLACK
+    assert any('released its weaker keepers too: pid 51' in warning for warning in result['warnings'])
+    assert result['spared'] == [] and result['survivors'] == []

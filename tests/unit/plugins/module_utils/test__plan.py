@@ -199,3 +199,43 @@ def test_newcomer_verdict_own_pids_argument():
 ])
 def test_container_selectors_cover_kubernetes_pods(container, selectors, expected):
     assert _plan.container_matches({"container": container}, selectors) is expected
+
+
+# --- keepers of a context whose creator is gone -----------------------------------
+
+def _keeper(pid, rank, gpu=0, creators=(41,), kind='compute'):
+    evidence = {1: ['mapped'], 2: ['session'], 3: ['received'], 4: ['client']}[rank]
+    return dict(holder(pid, gpus=(gpu,), kind=kind, nvml_types=[], gpu_memory_mib={}, memory_mib=0),
+                keeps=[{'gpu': gpu, 'creator_pids': list(creators), 'memory_mib': 6144, 'evidence': evidence,
+                        'rank': rank}])
+
+
+def test_keeper_rounds_take_the_strongest_of_each_context_first():
+    strong, weak, other_context, client = _keeper(50, 1), _keeper(51, 3), _keeper(60, 3, creators=(42,)), \
+        _keeper(52, 4, kind='client')
+    now, later = _plan.keeper_rounds([strong, weak, other_context, client])
+    assert [r['pid'] for r in now] == [50, 60]
+    assert [r['pid'] for r in later] == [51, 52]
+    # Once the first context is gone, its weaker keepers are in no round.
+    now, later = _plan.keeper_rounds([weak, client], contexts_alive=lambda entry: entry['creator_pids'] != [41])
+    assert (now, later) == ([], [])
+
+
+def test_plan_defers_weaker_keepers_and_judges_a_client_keeper_as_a_holder():
+    holders = [_keeper(50, 1), _keeper(52, 4, kind='client'), holder(70, gpus=(0,))]
+    plan = _plan.plan_release(holders, _plan.build_scope([0]))
+    assert plan.target_pids == [50, 70]
+    assert [r['pid'] for r in plan.deferred] == [52]
+    # Protected keepers are never deferred nor targeted.
+    protected = dict(_keeper(53, 1), protected=True, protected_reason='protected executable')
+    plan = _plan.plan_release([protected], _plan.build_scope([0]))
+    assert plan.targets == [] and plan.deferred == [] and plan.protected[0]['pid'] == 53
+
+
+def test_baseline_counts_a_context_only_left_alone_keepers_keep():
+    alone = dict(_keeper(53, 1), protected=True)
+    plan = _plan.plan_release([alone], _plan.build_scope([0]))
+    assert _plan.baseline_memory([alone], plan) == {0: 6144}
+    kept = _keeper(50, 1)
+    plan = _plan.plan_release([kept, dict(_keeper(54, 4, kind='client'), protected=True)], _plan.build_scope([0]))
+    assert _plan.baseline_memory([kept], plan) == {0: 0}

@@ -10,6 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
+    FAIL_FAST_POLLS,
     ProofError,
     check_limits,
     evaluate,
@@ -189,3 +190,41 @@ def test_a_holder_in_a_pod_names_the_pod_and_says_to_drain_the_node():
     assert not verdict['free']
     assert ('Next step for Kubernetes pod u-1 (pid 145): kubelet restarts it whatever is done on the host; drain the '
             'node, or release it anyway with gpu_reclaim_scope_pods.') in verdict['lines']
+
+
+# --- keepers, and holders no release takes away --------------------------------------
+
+def test_a_keeper_blocks_its_gpu_and_is_named_with_its_creator():
+    keeper = holder(50, [0], kind='client', keeps=[{'gpu': 0, 'creator_pids': [41], 'memory_mib': 6144,
+                                                    'evidence': ['received'], 'rank': 3}])
+    verdict = evaluate([gpu(0, 6144)], [keeper])
+    assert not verdict['free'] and verdict['gpus'][0]['holder_pids'] == [50]
+    assert 'keeps the context of exited pid 41 on GPU 0' in verdict['lines'][0]
+    # A process holds the node: no reset is suggested.
+    assert not any('GPU reset' in line for line in verdict['lines'])
+
+
+def test_no_reset_while_an_unprotected_process_holds_the_node():
+    client = holder(60, [0], kind='client')
+    assert not any('GPU reset' in line for line in evaluate([gpu(0, 6144)], [client])['lines'])
+    protected = holder(61, [0], kind='client', protected=True, protected_reason='protected executable')
+    assert any('GPU reset' in line for line in evaluate([gpu(0, 6144)], [protected])['lines'])
+
+
+def test_the_proof_gives_up_early_when_only_protected_holders_keep_the_gpu():
+    protected = holder(62, [0], protected=True, protected_reason='protected executable nv-hostengine',
+                       gpu_memory_mib={'0': 6144})
+    polls = []
+    now = [0.0]
+
+    def probe():
+        polls.append(now[0])
+        return [gpu(0, 6144)], [protected], True
+
+    def sleep(seconds):
+        now[0] += seconds
+    verdict = wait_until_free(probe, timeout_seconds=30, poll_interval=0.1, clock=lambda: now[0], sleep=sleep)
+    assert not verdict['free'] and verdict['left_on_purpose']
+    assert len(polls) == FAIL_FAST_POLLS and verdict['waited_seconds'] < 1
+    assert any('protected, so never signalled' in line for line in verdict['lines'])
+    assert 'protected (protected executable nv-hostengine)' in verdict['lines'][0]
