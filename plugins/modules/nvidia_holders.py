@@ -278,6 +278,38 @@ holders:
         from counting as free. True otherwise.
       type: bool
       sample: true
+    leader_exited:
+      description: Whether the process's main thread has exited while another thread lives on. Such a process is
+        alive, holds what it held, and is released like any holder; C(/proc/PID/stat) alone would call it a zombie.
+      type: bool
+      sample: false
+    node_gpus:
+      description: The GPUs whose device node C(/dev/nvidiaN) the process holds open, listed by NVML there or not.
+      type: list
+      elements: int
+      sample: [5]
+    pgrp:
+      description: The process group ID.
+      type: int
+      sample: 233714
+    session:
+      description: The session ID.
+      type: int
+      sample: 233714
+    keeps:
+      description:
+        - Only for a keeper. A GPU's memory belongs to a context, which lives as long as any process holds its
+          open file description of C(/dev/nvidia*). When NVML lists a PID that has exited, the live processes that
+          still hold that GPU's node keep its memory: one entry per such context, with the GPU, the exited
+          C(creator_pids), the C(memory_mib) and the C(evidence), strongest first, and its C(rank) (1 strongest).
+        - C(mapped) (the node is mapped, as in a child forked from a CUDA process), C(session) (in the exited
+          creator's session or process group), C(received) (holds the node but mapped no NVIDIA node: the
+          descriptors were sent to it) or C(client) (an NVML client; released only when nothing else explains the
+          memory, and never outside the host's PID namespace).
+      type: list
+      elements: dict
+      returned: for keepers
+      sample: [{gpu: 5, creator_pids: [233702], memory_mib: 6144, evidence: [mapped, session], rank: 1}]
     unreadable:
       description:
         - Why the title could not be read, or V(null). Reading C(/proc/PID/cmdline) waits for the process's
