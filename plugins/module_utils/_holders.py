@@ -211,6 +211,9 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
             title = ''
         if title is None:
             unreadable = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
+    if leader_exited and not title and not unreadable:
+        # The leader's cmdline is gone with its memory map; a live thread's shows the same title.
+        title = _thread_title(pid, proc_root, read_timeout)
     title = title or ''
     try:
         cgroup = _procfs.read_cgroup(pid, proc_root)
@@ -293,6 +296,16 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'visible': _visibility.visible(bool(nvml_entries), device_paths, shares_namespace, dev_dir),
         'unreadable': unreadable,
     }
+
+
+def _thread_title(pid, proc_root, read_timeout):
+    thread = _procfs.live_thread(pid, proc_root)
+    if thread is None:
+        return ''
+    try:
+        return _procread.read_title(thread[0], read_timeout, '%s/%d/task' % (proc_root, pid)) or ''
+    except OSError:
+        return ''
 
 
 def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):

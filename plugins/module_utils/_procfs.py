@@ -107,7 +107,13 @@ EXITED_STATES = ('Z', 'X', 'x')
 
 
 def live_thread_state(pid, proc_root=PROC_ROOT):
-    """The state letter of a live thread of ``pid`` other than its leader, or None.
+    """The state letter of a live thread of ``pid`` other than its leader, or None (``live_thread``)."""
+    found = live_thread(pid, proc_root)
+    return found[1] if found else None
+
+
+def live_thread(pid, proc_root=PROC_ROOT):
+    """``(tid, state letter)`` of a live thread of ``pid`` other than its leader, or None.
 
     A process is alive while any of its threads is: when the thread-group
     leader has exited (a raw ``exit`` of the main thread) the leader's stat
@@ -127,7 +133,7 @@ def live_thread_state(pid, proc_root=PROC_ROOT):
         except (OSError, ValueError, IndexError):
             continue
         if state not in EXITED_STATES:
-            return state
+            return int(tid), state
     return None
 
 

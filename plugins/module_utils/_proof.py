@@ -39,6 +39,22 @@ from ._visibility import NOT_VISIBLE
 DEFAULT_MAX_USED_MIB = 64
 
 RECLAIM_STEP = 'run gpuops.reclaim.gpu_reclaim (or the role gpuops.reclaim.gpu_reclaim) to release the holders'
+# After a release (``left_alone`` given), for a holder it did not leave alone.
+AFTER_RELEASE_STEP = ('it holds the GPU although the release ran: it started after the release looked, came back, or '
+                      'survived it; see what starts it (its parent, unit or container) in the release\'s sources')
+# The option (and role variable) that would include a holder the release left alone, by its reason's start.
+INCLUDE_HINTS = (
+    ('user not selected', 'users (gpu_reclaim_scope_users in the role)'),
+    ('title does not match', 'match (gpu_reclaim_scope_match)'),
+    ('systemd unit not selected', 'systemd_units (gpu_reclaim_scope_systemd_units)'),
+    ('container not selected', 'containers (gpu_reclaim_scope_containers)'),
+    ('kind ', 'kinds (gpu_reclaim_scope_kinds)'),
+    ('out of scope', 'gpus (gpu_reclaim_gpus)'),
+    ('managed by Kubernetes pod', 'release_pods (gpu_reclaim_scope_pods), or drain the node'),
+    ('permission denied', 'running the release as root (become: true)'),
+    ('default protected', 'unprotect (gpu_reclaim_unprotect), if it really holds the GPU'),
+    ('protected', 'stopping it yourself, or taking it out of protect (gpu_reclaim_protect)'),
+)
 NAMESPACE_STEP = ('NVML lists processes that hold no GPU device node here: run the task in the host\'s PID '
                   'namespace (not in a container) to see and release them')
 
@@ -88,8 +104,32 @@ def _blocks(record):
             or bool(record.get('keeps')))
 
 
-def left_on_purpose(record):
-    """Why no release will take ``record`` away, or None: protected, not visible here, or in a pod."""
+def check_left_alone(entries):
+    """``{pid: reason}`` from ``left_alone`` (None when not given); raise ``ProofError`` naming a bad item."""
+    if entries is None:
+        return None
+    found = {}
+    for position, entry in enumerate(entries or []):
+        pid = entry.get('pid') if isinstance(entry, dict) else None
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+            raise ProofError('left_alone[%d]: must be a dict with a positive integer pid; got: %r' % (position, entry))
+        found[pid] = str(entry.get('reason') or 'left alone')
+    return found
+
+
+def include_hint(reason):
+    """The option that would include a holder left alone for ``reason``, or None."""
+    for start, hint in INCLUDE_HINTS:
+        if reason.startswith(start) or (start == 'default protected' and start in reason):
+            return hint
+    return None
+
+
+def left_on_purpose(record, left_alone=None):
+    """Why no release will take ``record`` away, or None: protected, not visible here, in a pod, or
+    left alone by the release that just ran (``left_alone``: ``{pid: reason}``)."""
+    if left_alone and record.get('pid') in left_alone:
+        return 'left alone by the release: %s' % left_alone[record['pid']]
     if record.get('protected'):
         return 'protected (%s)' % (record.get('protected_reason') or 'protected')
     if record.get('visible') is False:
@@ -107,7 +147,7 @@ def limit_mib(gpu, max_used_mib=None, max_used_percent=None):
     return DEFAULT_MAX_USED_MIB if max_used_mib is None else max_used_mib
 
 
-def describe_holder(record):
+def describe_holder(record, left_alone=None):
     """``pid 233730 VLLM::Worker_TP5 (orphaned, parent 1, state S)``."""
     if record.get('visible') is False:
         # The process here with that PID is not the holder: do not name it.
@@ -124,7 +164,7 @@ def describe_holder(record):
     keeping = describe_keeping(record)
     if keeping:
         details.append(keeping)
-    why = left_on_purpose(record)
+    why = left_on_purpose(record, left_alone)
     if why:
         details.append(why)
     return 'pid %s %s (%s)' % (record.get('pid'), record.get('title') or record.get('name'), ', '.join(details))
@@ -137,7 +177,7 @@ def short_uuid(uuid):
 
 
 def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=None, allow=(),
-             nvml_available=True):
+             nvml_available=True, left_alone=None):
     """Decide, from one snapshot, whether the selected GPUs are free.
 
     ``gpus`` and ``holders`` are records as in docs/architecture.md;
@@ -147,6 +187,9 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
     ``allowed_pids``, ``reasons``), ``holders`` (those that keep a selected
     GPU busy), ``allowed`` (holders accepted through ``allow``) and
     ``lines`` (one text line per busy GPU, then the next steps).
+    ``left_alone`` (``{pid: reason}``) names what a release just left alone
+    on purpose: the next steps then say why and what would include each,
+    and never send the operator back to that release.
     """
     chosen = [gpu for gpu in gpus if selected is None or gpu['index'] in set(selected)]
     chosen.sort(key=lambda gpu: gpu['index'])
@@ -197,7 +240,7 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
             continue
         uuid = short_uuid(gpu.get('uuid'))
         memory = '%s MiB used' % (used if used is not None else 'unknown')
-        held = ', '.join(describe_holder(h) for h in blocking) if blocking else (
+        held = ', '.join(describe_holder(h, left_alone) for h in blocking) if blocking else (
             'none (stuck context)' if memory_busy else 'none')
         lines.append('GPU %d%s busy: %s; holders: %s' % (index, ' (%s)' % uuid if uuid else '', memory, held))
         stuck = [h for h in blocking if h.get('state') == 'disk-sleep']
@@ -206,7 +249,7 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
                      and not h.get('is_self') and not h.get('protected')]
         if (not blocking and not node_held) or stuck:
             reset_gpus.append(index)
-        if any(h.get('state') != 'disk-sleep' and left_on_purpose(h) is None for h in blocking):
+        if any(h.get('state') != 'disk-sleep' and left_on_purpose(h, left_alone) is None for h in blocking):
             reclaim_needed = True
         if any(h.get('visible') is False for h in blocking):
             namespace_step = True
@@ -217,11 +260,21 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
             lines.append('Next step for Kubernetes pod %s (pid %s): kubelet restarts it whatever is done on the host; '
                          'drain the node, or release it anyway with gpu_reclaim_scope_pods.' % (pod, ', '.join(
                              str(h['pid']) for h in busy_holders if (h.get('container') or {}).get('pod_uid') == pod)))
-        if reclaim_needed:
+        if reclaim_needed and left_alone is None:
             lines.append('Next step: %s.' % RECLAIM_STEP)
+        elif reclaim_needed:
+            lines.append('Next step for pid %s: %s.' % (', '.join(
+                str(h['pid']) for h in busy_holders if h.get('state') != 'disk-sleep'
+                and left_on_purpose(h, left_alone) is None), AFTER_RELEASE_STEP))
+        for h in busy_holders:
+            if left_alone and h['pid'] in left_alone:
+                hint = include_hint(left_alone[h['pid']])
+                lines.append('Next step for pid %s: the release left it alone (%s)%s.' % (
+                    h['pid'], left_alone[h['pid']], '; it is included by %s' % hint if hint else ''))
         if namespace_step:
             lines.append('Next step: %s.' % NAMESPACE_STEP)
-        protected = [h for h in busy_holders if h.get('protected') and not h.get('is_self')]
+        protected = [h for h in busy_holders if h.get('protected') and not h.get('is_self')
+                     and not (left_alone and h['pid'] in left_alone)]
         if protected:
             lines.append('Next step for pid %s: protected, so never signalled; stop it yourself if it really holds '
                          'the GPU, or lift its protection with unprotect (gpu_reclaim_unprotect in the role).'
@@ -236,7 +289,8 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
         'free': not busy,
         # Every busy GPU is held only by what no release takes away: waiting longer changes nothing.
         'left_on_purpose': bool(busy) and all(
-            g['holder_pids'] and all(left_on_purpose(h) for h in busy_holders if h['pid'] in g['holder_pids'])
+            g['holder_pids'] and all(left_on_purpose(h, left_alone) for h in busy_holders
+                                     if h['pid'] in g['holder_pids'])
             for g in busy),
         'gpus': result_gpus,
         'holders': busy_holders,

@@ -23,7 +23,7 @@ import os
 from ._discovery import Failure, check_seconds_options, find_holders, open_view, select_gpus
 from ._nvml import NvmlSession, read_inventory
 from ._procfs import read_stat
-from ._proof import ProofError, check_limits, verdict_message, wait_until_free
+from ._proof import ProofError, check_left_alone, check_limits, verdict_message, wait_until_free
 from ._settle import SettleError, check_settle_seconds, settle
 
 NVML_REQUIRED = ('Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is true. Set require_nvml: '
@@ -51,13 +51,14 @@ def check_input(params):
         check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
                      params['poll_interval'])
         check_settle_seconds(params['settle_seconds'])
+        return check_left_alone(params['left_alone'])
     except (ProofError, SettleError) as exc:
         raise Failure(str(exc))
 
 
 def prove(host, params):
     """Whether the selected GPUs are free (and stay free); return ``(result, failed)``, ``msg`` in the result."""
-    check_input(params)
+    left_alone = check_input(params)
     session = NvmlSession(timeout=params['nvml_timeout'])
     try:
         view = open_view(host, params, WITHOUT_NVML, session=session, required=NVML_REQUIRED,
@@ -85,7 +86,7 @@ def prove(host, params):
         verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
                                   poll_interval=params['poll_interval'], selected=indices,
                                   max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
-                                  allow=params['allow'])
+                                  allow=params['allow'], left_alone=left_alone)
         time_to_free = verdict['waited_seconds'] if verdict['free'] else None
         settled = None
         if verdict['free'] and params['settle_seconds'] > 0:

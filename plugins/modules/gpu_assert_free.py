@@ -55,6 +55,16 @@ options:
     type: list
     elements: str
     default: []
+  left_alone:
+    description:
+      - The holders a release just left alone on purpose, as M(gpuops.reclaim.gpu_reclaim) returns them in
+        RV(ignore:skipped_holders) and RV(ignore:protected): each a dict with C(pid) and C(reason). When only
+        such holders keep a GPU busy, the proof fails after three polls instead of waiting out
+        O(timeout_seconds), and its message names, for each, why it was left and the option that would include
+        it; it never sends the operator back to the release that just ran. The role passes its release's. Left
+        out, the proof knows of no release.
+    type: list
+    elements: dict
   timeout_seconds:
     description:
       - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once. A boolean is an
@@ -236,6 +246,7 @@ def main():
         max_used_mib=dict(type='int'),
         max_used_percent=dict(type='float'),
         allow=dict(type='list', elements='str', default=[]),
+        left_alone=dict(type='list', elements='dict'),
         timeout_seconds=seconds_spec(0.0),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         settle_seconds=seconds_spec(0.0),

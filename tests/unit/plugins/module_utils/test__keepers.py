@@ -172,6 +172,7 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
                                      dev_dir=str(tmp_path), shares_namespace=True)
         record = [h for h in snapshot.holders if h['pid'] == proc.pid][0]
         assert record['state'] == 'sleeping' and record['leader_exited'] and record['kind'] == 'compute'
+        assert record['title'].startswith(sys.executable + ' -c ')
         assert snapshot.contexts == []
         # A signal to the thread group ends it; then it is gone or a zombie.
         assert _identity.signal_process(ref, signal.SIGKILL) == 'sent'

@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import (
     FAIL_FAST_POLLS,
+    check_left_alone,
     ProofError,
     check_limits,
     evaluate,
@@ -228,3 +229,35 @@ def test_the_proof_gives_up_early_when_only_protected_holders_keep_the_gpu():
     assert len(polls) == FAIL_FAST_POLLS and verdict['waited_seconds'] < 1
     assert any('protected, so never signalled' in line for line in verdict['lines'])
     assert 'protected (protected executable nv-hostengine)' in verdict['lines'][0]
+
+
+def test_after_a_release_each_holder_it_left_alone_is_named_with_the_option_that_includes_it():
+    other_user = holder(70, [0], user='researcher', gpu_memory_mib={'0': 4096})
+    newcomer = holder(71, [1])
+    verdict = evaluate([gpu(0, 4096), gpu(1, 96798)], [other_user, newcomer],
+                       left_alone=check_left_alone([{'pid': 70, 'reason': 'user not selected', 'title': 'x'}]))
+    text = '\n'.join(verdict['lines'])
+    assert 'left alone by the release: user not selected' in verdict['lines'][0]
+    assert ('Next step for pid 70: the release left it alone (user not selected); it is included by users '
+            '(gpu_reclaim_scope_users in the role).') in verdict['lines']
+    assert 'Next step for pid 71: it holds the GPU although the release ran' in text
+    assert 'run gpuops.reclaim.gpu_reclaim' not in text
+    # Without a release the proof still points to one.
+    assert 'run gpuops.reclaim.gpu_reclaim' in '\n'.join(evaluate([gpu(1, 96798)], [newcomer])['lines'])
+
+
+def test_the_proof_gives_up_early_on_what_the_release_left_alone():
+    other_user = holder(70, [0], gpu_memory_mib={'0': 4096})
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+    verdict = wait_until_free(lambda: ([gpu(0, 4096)], [other_user], True), timeout_seconds=30, poll_interval=0.1,
+                              clock=lambda: now[0], sleep=sleep, left_alone={70: 'user not selected'})
+    assert verdict['polls'] == FAIL_FAST_POLLS and not verdict['free']
+
+
+@pytest.mark.parametrize('entries', [[{'reason': 'x'}], [{'pid': 'abc'}], [{'pid': True}], [{'pid': -3}], ['70']])
+def test_left_alone_items_must_name_a_pid(entries):
+    with pytest.raises(ProofError, match=r'^left_alone\[0\]: must be a dict with a positive integer pid; got: '):
+        check_left_alone(entries)

@@ -22,7 +22,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import F
 
 def params(**extra):
     values = {'max_used_mib': None, 'max_used_percent': None, 'timeout_seconds': 0, 'poll_interval': 0.05,
-              'settle_seconds': 0, 'nvml_timeout': 5}
+              'settle_seconds': 0, 'nvml_timeout': 5, 'left_alone': None}
     values.update(extra)
     return values
 
