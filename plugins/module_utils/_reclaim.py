@@ -25,12 +25,12 @@ __metaclass__ = type
 import os
 import time
 
-from ._discovery import Failure, check_seconds_options, find_holders, open_view, select_gpus
+from ._discovery import Failure, check_options, find_holders, open_view, select_gpus
 from ._escalation import Escalation
 from ._ladder import EscalationError, check_poll_interval, longest_wait, parse_ladder
 from ._nvml import NvmlSession
 from ._plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
-from ._proof import ProofError, check_limits, evaluate, verdict_message
+from ._proof import DEFAULT_MAX_USED_MIB, ProofError, check_limits, evaluate, verdict_message
 from ._prober import parent_processes
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -101,7 +101,11 @@ def read_cgroup_text(pid):
 
 def check_input(params):
     """The ladder and poll interval of valid options; raise ``Failure`` naming a bad option and its value."""
-    check_seconds_options(params, SECONDS_OPTIONS)
+    check_options(params, SECONDS_OPTIONS)
+    if params.get('max_used_mib') is not None and not params.get('only_if_busy'):
+        # Without only_if_busy nothing judges the GPUs' memory: a limit given there was meant for something else.
+        raise Failure('max_used_mib: only judges the GPUs with only_if_busy: true; got: max_used_mib=%r with '
+                      'only_if_busy=%r' % (params['max_used_mib'], params.get('only_if_busy')))
     try:
         ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
         poll_interval = check_poll_interval(params['poll_interval'])
@@ -116,7 +120,8 @@ def check_input(params):
 
 def judge_at_start(snapshot, indices, params, nvml_available):
     """``gpu_assert_free``'s verdict on what discovery found, without waiting: the result's ``before``."""
-    verdict = evaluate(snapshot.gpus, snapshot.holders, selected=indices, max_used_mib=params['max_used_mib'],
+    max_used_mib = DEFAULT_MAX_USED_MIB if params['max_used_mib'] is None else params['max_used_mib']
+    verdict = evaluate(snapshot.gpus, snapshot.holders, selected=indices, max_used_mib=max_used_mib,
                        allow=params['allow'], nvml_available=nvml_available)
     return dict(free=verdict['free'], gpus=verdict['gpus'], holders=verdict['holders'], msg=verdict_message(verdict),
                 nvml_available=nvml_available)

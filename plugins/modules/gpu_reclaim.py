@@ -222,9 +222,9 @@ options:
     default: false
   max_used_mib:
     description:
-      - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free.
+      - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free; 64 when not set.
+      - Setting it without O(only_if_busy) is an error, since nothing else reads it.
     type: int
-    default: 64
   allow:
     description:
       - With O(only_if_busy), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free). Each
@@ -674,7 +674,7 @@ def main():
         fail_on_survivors=dict(type='bool', default=True),
         release_pods=dict(type='bool', default=False),
         only_if_busy=dict(type='bool', default=False),
-        max_used_mib=dict(type='int', default=64),
+        max_used_mib=dict(type='int'),
         allow=dict(type='list', elements='str', default=[]),
         require_root=dict(type='bool', default=False),
     )

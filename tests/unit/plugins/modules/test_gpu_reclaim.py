@@ -389,3 +389,27 @@ def test_uid_comes_with_a_failure_too(run_module, monkeypatch, two_gpus):
     monkeypatch.setattr(_discovery, 'HAS_PSUTIL', True)
     bad = run_module({'only_if_busy': True, 'max_used_mib': -5})
     assert bad['failed'] and bad['msg'] == 'max_used_mib: must be 0 or more; got: -5' and bad['uid'] == os.geteuid()
+
+
+# Security: every bad input of the table fails the module while a real holder it could signal runs.
+@pytest.mark.parametrize('args, message', [
+    ({'ladder': [{'signal': 'SIGKILL'}, {'signal': 'SIGTERM'}]}, 'ladder[1]: comes after the SIGKILL of ladder[0]'),
+    ({'max_used_mib': 64}, 'max_used_mib: only judges the GPUs with only_if_busy: true'),
+    ({'protect': ['[']}, "protect[0]: the glob '[' opens a '[' at 0 that is never closed"),
+    ({'protect': ['python3'], 'unprotect': ['python3']}, "protect[0] and unprotect[0] both name 'python3'"),
+    ({'allow': ['']}, "allow[0]: must not be empty; got: ''"),
+    ({'protect_units': ['']}, "protect_units[0]: must not be empty; got: ''"),
+    ({'gpus': ['']}, "gpus[0]: must not be empty; got: ''"),
+    ({'unprotect': ['*']}, "unprotect: ['*'] removes the protection of every default protected executable"),
+])
+def test_bad_input_signals_no_holder(run_module, no_library, fake_dev_discovery, spawn_holder, signals, args,
+                                     message):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module(args)
+    assert result['failed'] and result['msg'].startswith(message), result['msg']
+    assert signals == [] and alive(holder)
+
+
+def test_unprotect_all_confirmed_lets_a_wildcard_through(run_module, two_gpus, signals):
+    result = run_module({'unprotect': ['*'], 'unprotect_all_confirmed': True})
+    assert 'failed' not in result, result['msg']
