@@ -152,6 +152,8 @@ def _checks(values):
     for name in sorted(values):
         if name.startswith(PREFIX) and isinstance(values[name], (list, tuple)) and name != 'gpu_reclaim_ladder':
             checks.append(lambda name=name: (check_globs if name in GLOBS else check_entries)(name, values[name]))
+    if values.get('gpu_reclaim_metrics_textfile_dir'):
+        checks.append(lambda: _absolute(values, 'gpu_reclaim_metrics_textfile_dir'))
     if values.get('gpu_reclaim_ladder'):
         checks.append(lambda: _ladder(values))
     checks.append(lambda: _scope(values))
@@ -166,6 +168,11 @@ def _truth(value):
     if isinstance(value, str):
         return value.strip().lower() in ('1', 'true', 'yes', 'on', 'y', 't')
     return bool(value)
+
+
+def _absolute(values, name):
+    if not str(values[name]).startswith('/'):
+        raise VariableError('%s: must be an absolute path on the target; got: %r' % (name, values[name]))
 
 
 def _nvml_timeout(values):

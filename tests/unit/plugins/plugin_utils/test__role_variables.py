@@ -115,6 +115,7 @@ def test_only_the_role_prefix_is_checked():
     ({'gpu_reclaim_protect': ['[']}, "gpu_reclaim_protect[0]: the glob '[' opens a '[' at 0 that is never closed"),
     ({'gpu_reclaim_stop_units': ['vllm-[.service']}, "gpu_reclaim_stop_units[0]: the glob 'vllm-[.service' opens"),
     ({'gpu_reclaim_harden_units': ['']}, "gpu_reclaim_harden_units[0]: must not be empty"),
+    ({'gpu_reclaim_metrics_textfile_dir': 'textfile'}, "gpu_reclaim_metrics_textfile_dir: must be an absolute path"),
     ({'gpu_reclaim_protect': ['Xorg'], 'gpu_reclaim_unprotect': ['Xorg']},
      "gpu_reclaim_protect[0] and gpu_reclaim_unprotect[0] both name 'Xorg'"),
     ({'gpu_reclaim_unprotect': ['*']}, "gpu_reclaim_unprotect: ['*'] removes the protection of every default "
