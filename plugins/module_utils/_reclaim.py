@@ -26,8 +26,10 @@ import os
 import time
 
 from ._discovery import Failure, check_options, find_holders, open_view, select_gpus
+from ._controller import ControllerWatch
 from ._escalation import Escalation
-from ._ladder import EscalationError, check_poll_interval, longest_wait, parse_ladder
+from ._host_lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
+from ._ladder import EscalationError, check_poll_interval, check_seconds, longest_wait, parse_ladder
 from ._nvml import NvmlSession
 from ._plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
 from ._proof import DEFAULT_MAX_USED_MIB, ProofError, check_limits, evaluate, verdict_message
@@ -54,7 +56,7 @@ COMMAND_TIMEOUT = 30
 SYSTEMCTL_TIMEOUT = 30
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
-SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout')
+SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout', 'lock_timeout')
 
 
 def known_units(host, patterns):
@@ -113,6 +115,8 @@ def check_input(params):
                     containers=params['containers'], kinds=params['kinds'],
                     on_shared_holder=params['on_shared_holder'])
         check_limits(params['max_used_mib'], poll_interval=poll_interval)
+        if params.get('lock_timeout') is not None:
+            check_seconds('lock_timeout', params['lock_timeout'])
     except (EscalationError, ProofError) as exc:
         raise Failure(str(exc))
     return ladder, poll_interval
@@ -141,11 +145,28 @@ def reclaim(host, params, diff=False):
 
 def _reclaim(host, params, uid, diff):
     started = time.monotonic()
+    # The parent as the module started: a change later means the controller went away.
+    controller = ControllerWatch()
     # Everything that can be wrong with the input fails here, before discovery.
     ladder, poll_interval = check_input(params)
     if params['require_root'] and uid != 0:
         raise Failure('require_root: the module runs as uid %d, not root; nothing was looked at or signalled' % uid)
 
+    # One release at a time per host, from before the first look to the end: a second run waits, then looks.
+    lock = host_lock(params.get('lock_timeout', DEFAULT_LOCK_TIMEOUT), check_mode=host.check_mode, euid=uid)
+    try:
+        lock.acquire()
+    except LockError as exc:
+        raise Failure(str(exc), lock_holder_pid=exc.holder_pid)
+    try:
+        result, failed = _release(host, params, diff, started, ladder, poll_interval, controller)
+    finally:
+        lock.release()
+    result['lock_waited_seconds'] = round(lock.waited, 3)
+    return result, failed
+
+
+def _release(host, params, diff, started, ladder, poll_interval, controller):
     session = NvmlSession(timeout=params['nvml_timeout'])
     try:
         view = open_view(host, params, WITHOUT_NVML, session=session)
@@ -198,7 +219,7 @@ def _reclaim(host, params, uid, diff):
                 poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
                 known_pids=[h['pid'] for h in snapshot.holders],
                 baseline_mib=baseline_memory(snapshot.holders, plan),
-                protection=protected, own_pids=own,
+                protection=protected, own_pids=own, should_stop=controller.gone,
                 minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
                                     if gpu.get('minor') is not None))
             if host.check_mode:

@@ -57,6 +57,7 @@ SECONDS = (
     ('gpu_reclaim_grace_seconds', 0.0, MAX_WAIT_SECONDS, False),
     ('gpu_reclaim_kill_seconds', 0.0, MAX_WAIT_SECONDS, True),
     ('gpu_reclaim_assert_timeout', 0.0, MAX_WAIT_SECONDS, False),
+    ('gpu_reclaim_lock_timeout', 0.0, MAX_WAIT_SECONDS, False),
     ('gpu_reclaim_reset_timeout', 0.0, MAX_WAIT_SECONDS, True),
     ('gpu_reclaim_container_stop_seconds', 0.0, MAX_WAIT_SECONDS, False),
     ('gpu_reclaim_harden_timeout_stop_seconds', 0.0, MAX_WAIT_SECONDS, True),

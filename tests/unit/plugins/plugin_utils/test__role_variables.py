@@ -81,6 +81,7 @@ def test_only_the_role_prefix_is_checked():
     ({'gpu_reclaim_settle_seconds': 100000}, 'gpu_reclaim_settle_seconds: must be a number of seconds from 0 to 600; '
                                              'got: 100000'),
     ({'gpu_reclaim_assert_timeout': 5000}, 'gpu_reclaim_assert_timeout: must be a number of seconds from 0 to 3600'),
+    ({'gpu_reclaim_lock_timeout': 4000}, 'gpu_reclaim_lock_timeout: must be a number of seconds from 0 to 3600'),
     ({'gpu_reclaim_grace_seconds': -1}, 'gpu_reclaim_grace_seconds: must be a number of seconds from 0 to 3600'),
     ({'gpu_reclaim_grace_seconds': 3601}, 'gpu_reclaim_grace_seconds: must be a number of seconds from 0 to 3600'),
     ({'gpu_reclaim_kill_seconds': 0}, 'gpu_reclaim_kill_seconds: must be more than 0 seconds; got: 0'),
