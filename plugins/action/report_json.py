@@ -9,8 +9,10 @@ The role's reports (one per host, and the fleet's) describe the run and are
 read on the controller. Writing them with the file and copy modules runs
 three modules on the controller for each report; this action writes the file
 in Ansible's own process: the folder is created when missing, and the report
-is written beside its final name and renamed into place, so a reader never
-sees half of one.
+is written under a random name beside its final name and renamed into place,
+so a reader never sees half of one. No link is followed that another user
+could have planted, and a directory on the way that another user can write is
+refused (``module_utils._safe_file``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,7 +41,8 @@ class ActionModule(ActionBase):
         try:
             write_json(os.path.expanduser(dest), self._task.args['content'])
         except (OSError, TypeError, ValueError) as exc:
-            raise AnsibleActionFail('could not save the report %s: %s' % (dest, exc))
+            raise AnsibleActionFail('could not save the report %s: %s'
+                                    % (dest, exc.strerror if isinstance(exc, OSError) and exc.strerror else exc))
         # The report describes this run; rewriting it is not a change to any host.
         result.update(changed=False, dest=dest)
         return result

@@ -58,9 +58,19 @@ options:
       - This cannot unprotect PID 1, kernel threads, or the module's own process and its
         ancestors.
       - A name that is not among the defaults has no effect and is reported in the warnings.
+      - A name also in O(protect) or O(protect_units) is an error, and so are wildcards that together
+        remove every default protected executable or every default protected unit (V(*) for example),
+        unless O(unprotect_all_confirmed) is set.
     type: list
     elements: str
     default: []
+  unprotect_all_confirmed:
+    description:
+      - Confirms wildcards in O(unprotect) that remove every default protected executable or every
+        default protected unit. Without it such an O(unprotect) fails the task before anything is
+        looked at.
+    type: bool
+    default: false
 '''
 
 

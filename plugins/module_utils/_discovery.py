@@ -23,12 +23,15 @@ __metaclass__ = type
 from collections import namedtuple
 
 from ._holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
-from ._input import convert_seconds
+from ._input import check_lists, convert_seconds
 from ._nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, check_timeout, read_inventory
-from ._protection import PROTECTION_ARGUMENT_SPEC
+from ._protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from ._selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
 
 NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
+
+# List options whose entries are shell-style globs, in every module that has them.
+GLOB_OPTIONS = ('protect', 'protect_units', 'unprotect', 'systemd_units', 'units')
 
 
 class Failure(Exception):
@@ -68,6 +71,25 @@ def check_seconds_options(params, options=('nvml_timeout',)):
     error = convert_seconds(params, options) or check_timeout(params['nvml_timeout'])
     if error:
         raise Failure(error)
+
+
+def check_options(params, seconds=('nvml_timeout',)):
+    """Every option checked before anything is looked at; raise ``Failure`` naming the first bad one.
+
+    The options in ``seconds`` (converted in place, as ``check_seconds_options``), every list option (no
+    empty entry, and the globs of ``GLOB_OPTIONS`` compile), and the protection options against each other
+    (``_protection.check_protection_options``).
+    """
+    check_seconds_options(params, seconds)
+    error = check_lists(params, GLOB_OPTIONS)
+    if error:
+        raise Failure(error)
+    if 'unprotect' in params:
+        try:
+            check_protection_options(params.get('protect'), params.get('protect_units'), params.get('unprotect'),
+                                     params.get('unprotect_all_confirmed'))
+        except ProtectionError as exc:
+            raise Failure(str(exc))
 
 
 def open_view(host, params, without_nvml, session=None, required=NVML_REQUIRED, **fields):

@@ -128,13 +128,19 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
     live one), ``minor_to_index`` maps ``/dev/nvidiaN`` numbers to GPU
     indices for the ``/proc`` scan (default: the same number), and
     ``max_newcomers`` bounds how many are examined.
+
+    ``should_stop()``, asked before the sources are stopped and before each
+    round of steps, returns why to stop escalating (the controller went
+    away, ``_controller``) or None. Once it answers, nothing more is
+    signalled, stopped or killed, what was frozen is thawed, and the result
+    says why in its warnings.
     """
 
     def __init__(self, plan, ladder, nvml=None, prober=None, signaller=None, log=None,
                  clock=time.monotonic, sleep=time.sleep, poll_interval=DEFAULT_POLL_INTERVAL,
                  nvml_timeout=None, known_pids=(), baseline_mib=None,
                  threshold_mib=RELEASE_THRESHOLD_MIB, protection=None, own_pids=None,
-                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None, on_frozen=None):
+                 minor_to_index=None, max_newcomers=MAX_NEWCOMERS, ledger=None, on_frozen=None, should_stop=None):
         self.plan = plan
         self.ladder = ladder
         self.nvml = nvml
@@ -165,6 +171,9 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         self.warnings = []
         self.sent = 0
         self.on_frozen = on_frozen
+        # should_stop() -> why to stop escalating (the controller went away), or None; asked between steps.
+        self.should_stop = should_stop
+        self.stopped_because = None
         self.targets = {}
         self.supervisors = []
         self.parents = []
@@ -494,11 +503,11 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         try:
             self._freeze_supervisors()
             freeze_supervisors_done = self._now()
-            if self.on_frozen is not None:
+            if self.on_frozen is not None and not self._stop_asked():
                 # What must happen while the parents are frozen and before any holder is signalled
                 # (the modules stop the sources' units and containers here).
                 self.on_frozen()
-            while True:
+            while not self._stop_asked():
                 now = self._now()
                 self._observe(now)
                 for target in list(self.targets.values()):
@@ -508,7 +517,8 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                 delay = self._next_wake(now) - self._now()
                 if delay > 0:
                     self.sleep(delay)
-            self._end_parents()
+            if self.stopped_because is None:
+                self._end_parents()
         finally:
             # Normal end or exception alike; the module's death is the guardian's.
             self._thaw_left_frozen()
@@ -516,6 +526,17 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         if self.ledger.warning:
             self._warn(self.ledger.warning)
         return self.result(freeze_supervisors_done)
+
+    def _stop_asked(self):
+        """Whether ``should_stop`` asks to stop escalating; then nothing more is signalled or killed, and what was
+        frozen is thawed on the way out."""
+        if self.stopped_because is None and self.should_stop is not None:
+            reason = self.should_stop()
+            if reason:
+                self.stopped_because = reason
+                self._warn('escalation stopped: %s; nothing more was signalled, and what was frozen was thawed'
+                           % reason)
+        return self.stopped_because is not None
 
     # -- the result --------------------------------------------------------
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Numbers of seconds as the user gave them.
+"""Options as the user gave them: numbers of seconds, and lists of names and globs.
 
 Ansible's ``float`` type turns ``true`` into 1.0, so ``grace_seconds: true``
 would quietly become a one-second grace and signals would follow. Options
@@ -13,6 +13,11 @@ is an error naming the option and the value. Range checks stay with the
 options' own code (``_escalation.check_seconds``, ``_nvml.check_timeout``,
 ``_proof.check_limits``).
 
+A list of names is checked entry by entry before anything is done: an empty
+entry (``allow: ['']``) names nothing and is an error, and a glob that
+``fnmatch`` would read differently from what was meant (an unclosed ``[``,
+which it quietly takes as a literal) or cannot compile is an error too.
+
 This file imports nothing from Ansible.
 """
 
@@ -20,7 +25,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import math
+import re
 
 
 def seconds_spec(default):
@@ -59,4 +66,61 @@ def convert_seconds(params, options):
             params[option] = to_seconds(option, params[option])
         except InputError as exc:
             return str(exc)
+    return None
+
+
+def check_entries(option, values):
+    """Raise ``InputError`` for the first empty entry of the list option ``option``."""
+    for position, value in enumerate(values or ()):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise InputError('%s[%d]: must not be empty; got: %r' % (option, position, value))
+
+
+def _unclosed_bracket(pattern):
+    """Where ``pattern`` opens a ``[`` that fnmatch finds no end for (and so takes literally), or None."""
+    position = 0
+    while position < len(pattern):
+        if pattern[position] == '[':
+            end = position + 1
+            if end < len(pattern) and pattern[end] == '!':
+                end += 1
+            if end < len(pattern) and pattern[end] == ']':
+                end += 1
+            while end < len(pattern) and pattern[end] != ']':
+                end += 1
+            if end >= len(pattern):
+                return position
+            position = end
+        position += 1
+    return None
+
+
+def check_globs(option, patterns):
+    """Raise ``InputError`` for the first entry of ``option`` that is empty or no usable shell-style glob."""
+    check_entries(option, patterns)
+    for position, pattern in enumerate(patterns or ()):
+        pattern = str(pattern)
+        where = _unclosed_bracket(pattern)
+        if where is not None:
+            raise InputError("%s[%d]: the glob %r opens a '[' at %d that is never closed (write '[[]' for a "
+                             "literal '['); got: %r" % (option, position, pattern, where, pattern))
+        try:
+            re.compile(fnmatch.translate(pattern))
+        except re.error as exc:
+            raise InputError('%s[%d]: the glob %r does not compile: %s' % (option, position, pattern, exc))
+
+
+def check_lists(params, globs=()):
+    """Check every list option of ``params`` (no empty entry) and the ``globs`` among them; return an error text
+    or None."""
+    try:
+        for option in sorted(params):
+            values = params[option]
+            if isinstance(values, (list, tuple)):
+                if option in globs:
+                    check_globs(option, values)
+                else:
+                    check_entries(option, values)
+    except InputError as exc:
+        return str(exc)
     return None

@@ -84,7 +84,8 @@ def parse_ladder(ladder=None, grace_seconds=DEFAULT_GRACE_SECONDS, kill_seconds=
     ``{"signal": NAME, "wait": SECONDS}`` or ``{"action": "freeze"}``. A
     signal step without ``wait`` waits ``kill_seconds`` after SIGKILL and
     ``grace_seconds`` otherwise. A freeze step must be followed by a SIGKILL
-    step: a frozen process honours no other signal.
+    step: a frozen process honours no other signal. SIGKILL, if present, is the
+    last step: a step after it reaches nothing, so the order is wrong.
 
     Returns dicts ``{"name", "action", "signal", "signum", "wait"}`` where
     ``action`` is ``"signal"`` or ``"freeze"``.
@@ -121,6 +122,10 @@ def parse_ladder(ladder=None, grace_seconds=DEFAULT_GRACE_SECONDS, kill_seconds=
             wait = check_seconds('%s.wait' % where, raw['wait'])
         steps.append({'name': name, 'action': 'signal', 'signal': name, 'signum': signum, 'wait': wait})
     for position, step in enumerate(steps):
+        # Nothing a step could reach is left after SIGKILL: a later step means the order is wrong.
+        if step['signum'] == signal.SIGKILL and position + 1 < len(steps):
+            raise EscalationError('ladder[%d]: comes after the SIGKILL of ladder[%d], which must be the last step '
+                                  '(order the steps from the mildest); got: %r' % (position + 1, position, list(ladder)))
         if step['action'] == FREEZE:
             following = steps[position + 1] if position + 1 < len(steps) else None
             if following is None or following['signum'] != signal.SIGKILL:

@@ -71,7 +71,10 @@ PROTECTION_ARGUMENT_SPEC = dict(
     protect=dict(type='list', elements='str', default=[]),
     protect_units=dict(type='list', elements='str', default=[]),
     unprotect=dict(type='list', elements='str', default=[]),
+    unprotect_all_confirmed=dict(type='bool', default=False),
 )
+
+GLOB_CHARACTERS = '*?['
 
 REASON_PID_1 = 'pid 1'
 REASON_KERNEL_THREAD = 'kernel thread'
@@ -277,3 +280,37 @@ def never_supervisor(process, names=NEVER_SUPERVISORS):
         if name and name in names:
             return True
     return False
+
+
+class ProtectionError(ValueError):
+    """Protection options that contradict each other: the message names the options and the values."""
+
+
+def check_protection_options(protect=(), protect_units=(), unprotect=(), unprotect_all_confirmed=False,
+                             names=None):
+    """Raise ``ProtectionError`` for protection options that cannot mean what they say.
+
+    A name in both ``protect`` (or ``protect_units``) and ``unprotect`` is
+    both protected and not. Wildcards in ``unprotect`` that together remove
+    every default protected executable, or every default protected unit
+    (``unprotect: ['*']``), need ``unprotect_all_confirmed``: a stray ``*``
+    must not leave the GPU services open to the release. ``names`` maps each
+    option to the name the message uses for it (the role's variables).
+    """
+    names = dict(dict((option, option) for option in PROTECTION_ARGUMENT_SPEC), **(names or {}))
+    unprotect = [str(entry) for entry in unprotect or ()]
+    for option in ('protect', 'protect_units'):
+        entries = [str(entry) for entry in (protect if option == 'protect' else protect_units) or ()]
+        for position, entry in enumerate(entries):
+            if entry in unprotect:
+                raise ProtectionError('%s[%d] and %s[%d] both name %r: a name is protected or it is not'
+                                      % (names[option], position, names['unprotect'], unprotect.index(entry), entry))
+    if unprotect_all_confirmed:
+        return
+    wildcards = [entry for entry in unprotect if any(character in entry for character in GLOB_CHARACTERS)]
+    for what, defaults in (('executable', DEFAULT_PROTECTED_EXECUTABLES), ('unit', DEFAULT_PROTECTED_UNITS)):
+        if wildcards and all(_matches(default, tuple(wildcards)) for default in defaults):
+            raise ProtectionError(
+                '%s: %r removes the protection of every default protected %s (%s); set %s: true if that is '
+                'what you mean' % (names['unprotect'], wildcards, what, ', '.join(defaults),
+                                   names['unprotect_all_confirmed']))

@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import os
 
-from ._discovery import Failure, check_seconds_options, find_holders, open_view, select_gpus
+from ._discovery import Failure, check_options, find_holders, open_view, select_gpus
 from ._nvml import NvmlSession, read_inventory
 from ._procfs import read_stat
 from ._proof import ProofError, check_left_alone, check_limits, verdict_message, wait_until_free
@@ -46,7 +46,7 @@ def parent_title(pid):
 
 def check_input(params):
     """Convert and check the options; raise ``Failure`` naming a bad option and its value."""
-    check_seconds_options(params, SECONDS_OPTIONS)
+    check_options(params, SECONDS_OPTIONS)
     try:
         check_limits(params['max_used_mib'], params['max_used_percent'], params['timeout_seconds'],
                      params['poll_interval'])

@@ -25,12 +25,14 @@ __metaclass__ = type
 import os
 import time
 
-from ._discovery import Failure, check_seconds_options, find_holders, open_view, select_gpus
+from ._discovery import Failure, check_options, find_holders, open_view, select_gpus
+from ._controller import ControllerWatch
 from ._escalation import Escalation
-from ._ladder import EscalationError, check_poll_interval, longest_wait, parse_ladder
+from ._host_lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
+from ._ladder import EscalationError, check_poll_interval, check_seconds, longest_wait, parse_ladder
 from ._nvml import NvmlSession
 from ._plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
-from ._proof import ProofError, check_limits, evaluate, verdict_message
+from ._proof import DEFAULT_MAX_USED_MIB, ProofError, check_limits, evaluate, verdict_message
 from ._prober import parent_processes
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -54,7 +56,7 @@ COMMAND_TIMEOUT = 30
 SYSTEMCTL_TIMEOUT = 30
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
-SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout')
+SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout', 'lock_timeout')
 
 
 def known_units(host, patterns):
@@ -101,7 +103,11 @@ def read_cgroup_text(pid):
 
 def check_input(params):
     """The ladder and poll interval of valid options; raise ``Failure`` naming a bad option and its value."""
-    check_seconds_options(params, SECONDS_OPTIONS)
+    check_options(params, SECONDS_OPTIONS)
+    if params.get('max_used_mib') is not None and not params.get('only_if_busy'):
+        # Without only_if_busy nothing judges the GPUs' memory: a limit given there was meant for something else.
+        raise Failure('max_used_mib: only judges the GPUs with only_if_busy: true; got: max_used_mib=%r with '
+                      'only_if_busy=%r' % (params['max_used_mib'], params.get('only_if_busy')))
     try:
         ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
         poll_interval = check_poll_interval(params['poll_interval'])
@@ -109,6 +115,8 @@ def check_input(params):
                     containers=params['containers'], kinds=params['kinds'],
                     on_shared_holder=params['on_shared_holder'])
         check_limits(params['max_used_mib'], poll_interval=poll_interval)
+        if params.get('lock_timeout') is not None:
+            check_seconds('lock_timeout', params['lock_timeout'])
     except (EscalationError, ProofError) as exc:
         raise Failure(str(exc))
     return ladder, poll_interval
@@ -116,7 +124,8 @@ def check_input(params):
 
 def judge_at_start(snapshot, indices, params, nvml_available):
     """``gpu_assert_free``'s verdict on what discovery found, without waiting: the result's ``before``."""
-    verdict = evaluate(snapshot.gpus, snapshot.holders, selected=indices, max_used_mib=params['max_used_mib'],
+    max_used_mib = DEFAULT_MAX_USED_MIB if params['max_used_mib'] is None else params['max_used_mib']
+    verdict = evaluate(snapshot.gpus, snapshot.holders, selected=indices, max_used_mib=max_used_mib,
                        allow=params['allow'], nvml_available=nvml_available)
     return dict(free=verdict['free'], gpus=verdict['gpus'], holders=verdict['holders'], msg=verdict_message(verdict),
                 nvml_available=nvml_available)
@@ -136,11 +145,28 @@ def reclaim(host, params, diff=False):
 
 def _reclaim(host, params, uid, diff):
     started = time.monotonic()
+    # The parent as the module started: a change later means the controller went away.
+    controller = ControllerWatch()
     # Everything that can be wrong with the input fails here, before discovery.
     ladder, poll_interval = check_input(params)
     if params['require_root'] and uid != 0:
         raise Failure('require_root: the module runs as uid %d, not root; nothing was looked at or signalled' % uid)
 
+    # One release at a time per host, from before the first look to the end: a second run waits, then looks.
+    lock = host_lock(params.get('lock_timeout', DEFAULT_LOCK_TIMEOUT), check_mode=host.check_mode, euid=uid)
+    try:
+        lock.acquire()
+    except LockError as exc:
+        raise Failure(str(exc), lock_holder_pid=exc.holder_pid)
+    try:
+        result, failed = _release(host, params, diff, started, ladder, poll_interval, controller)
+    finally:
+        lock.release()
+    result['lock_waited_seconds'] = round(lock.waited, 3)
+    return result, failed
+
+
+def _release(host, params, diff, started, ladder, poll_interval, controller):
     session = NvmlSession(timeout=params['nvml_timeout'])
     try:
         view = open_view(host, params, WITHOUT_NVML, session=session)
@@ -193,7 +219,7 @@ def _reclaim(host, params, uid, diff):
                 poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
                 known_pids=[h['pid'] for h in snapshot.holders],
                 baseline_mib=baseline_memory(snapshot.holders, plan),
-                protection=protected, own_pids=own,
+                protection=protected, own_pids=own, should_stop=controller.gone,
                 minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
                                     if gpu.get('minor') is not None))
             if host.check_mode:

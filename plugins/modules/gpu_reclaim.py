@@ -74,6 +74,11 @@ description:
     the node), with the pod's namespace and name where C(/var/log/pods) tells them: kubelet restarts them
     whatever is done on the host. O(release_pods) releases them anyway, and RV(sources) says that kubelet will
     restart them."
+  - "When the module can tell that its controller went away (its parent process ended, so that it was
+    reparented, or nothing reads its output any more: a controller stopped with SIGINT, a dropped SSH
+    connection), it stops escalating between two steps: nothing more is signalled, stopped or killed, and what
+    it froze is thawed. It cannot tell when its parent was already PID 1 at the start or its output is a file
+    (C(async)): the release then runs to its end, bounded by the ladder's waits plus 0.5 s."
   - "Whatever this module freezes is thawed or killed before it returns, on every path: success, failure, a
     deadline or an exception."
   - "A holder that cannot act on SIGTERM gets no grace: it ignores it (C(SigIgn)), or it is the init of a PID
@@ -222,9 +227,9 @@ options:
     default: false
   max_used_mib:
     description:
-      - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free.
+      - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free; 64 when not set.
+      - Setting it without O(only_if_busy) is an error, since nothing else reads it.
     type: int
-    default: 64
   allow:
     description:
       - With O(only_if_busy), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free). Each
@@ -240,6 +245,17 @@ options:
         every result carry RV(uid).
     type: bool
     default: false
+  lock_timeout:
+    description:
+      - Seconds to wait for the host lock C(/run/lock/gpuops-reclaim.lock), as C(apt) and C(dnf) wait for theirs.
+        A real run as root takes it before its first look and keeps it to the end, so that two releases never
+        run at once on one host; a second run waits, then looks at the GPUs afresh (and finds them free).
+      - Past it the task fails before anything is looked at or signalled, naming the PID of the run that holds
+        the lock (RV(lock_holder_pid)).
+      - The lock file must be root's, a regular file, mode 0600; a link, or a file another user made, fails the
+        task naming it. Check mode, and a run as another user, take no lock.
+    type: raw
+    default: 60.0
 requirements:
   - psutil >= 5.8 on the managed host
   - Linux 5.3 and Python 3.9 for pidfd signalling; older systems fall back to kill() right after the identity check
@@ -586,6 +602,16 @@ uid:
   returned: always
   type: int
   sample: 0
+lock_waited_seconds:
+  description: Seconds the run waited for the host lock (0 when it took none, in check mode or not as root).
+  returned: success
+  type: float
+  sample: 0.0
+lock_holder_pid:
+  description: When the host lock was not free within O(lock_timeout), the PID of the run that holds it.
+  returned: when the lock could not be taken
+  type: int
+  sample: 48213
 free_at_start:
   description: With O(only_if_busy), whether every selected GPU was already free, so that nothing was done; else
     V(null).
@@ -649,6 +675,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host_lock import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
     DEFAULT_GRACE_SECONDS,
@@ -674,9 +701,10 @@ def main():
         fail_on_survivors=dict(type='bool', default=True),
         release_pods=dict(type='bool', default=False),
         only_if_busy=dict(type='bool', default=False),
-        max_used_mib=dict(type='int', default=64),
+        max_used_mib=dict(type='int'),
         allow=dict(type='list', elements='str', default=[]),
         require_root=dict(type='bool', default=False),
+        lock_timeout=seconds_spec(DEFAULT_LOCK_TIMEOUT),
     )
     module = AnsibleModule(argument_spec=argument_spec(options, protection=True), supports_check_mode=True)
     missing = missing_library(module.params['require_nvml'])

@@ -178,7 +178,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
     Failure,
     argument_spec,
-    check_seconds_options,
+    check_options,
     look,
     missing_library,
 )
@@ -211,7 +211,7 @@ def main():
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
     try:
-        check_seconds_options(module.params)
+        check_options(module.params)
         for index, pattern in enumerate(module.params['units']):
             if not pattern or pattern.startswith('-') or os.sep in pattern:
                 raise Failure('units[%d] must be a unit name or glob; got: %r' % (index, pattern))

@@ -351,7 +351,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
     Failure,
     argument_spec,
-    check_seconds_options,
+    check_options,
     look,
     missing_library,
 )
@@ -366,7 +366,7 @@ def main():
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
     try:
-        check_seconds_options(module.params)
+        check_options(module.params)
         snapshot = look(module, module.params, WITHOUT_NVML).snapshot
     except Failure as exc:
         module.fail_json(msg=str(exc), **exc.fields)

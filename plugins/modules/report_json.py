@@ -14,8 +14,13 @@ short_description: Save a report as JSON on the controller
 version_added: 0.1.0
 description:
   - Writes O(content) as indented JSON, keys sorted, to O(dest) on the controller. The folder is created when
-    missing (mode C(0755)); the file (mode C(0644)) is written beside its final name and renamed into place, so
-    a reader sees the old report or the new one, never half of one.
+    missing (mode C(0755)); the file (mode C(0644)) is written under a random name beside its final name and
+    renamed into place, so a reader sees the old report or the new one, never half of one.
+  - No link is followed that another user could have planted. Every directory of O(dest) is opened without
+    following a link, and one that another user can write (owned by anyone but root or the user Ansible runs as,
+    or group or world writable unless it is sticky and root's, as C(/tmp)) fails the task before anything is
+    written in it. A link on the way is followed only when it sits in a directory that passed that test; a link
+    planted at O(dest) is replaced, never followed.
   - An action that runs entirely on the controller, in Ansible's own process. Nothing is sent to the managed
     host, and the controller is never escalated, whatever become asks of the hosts.
   - The gpuops.reclaim.gpu_reclaim role saves its per-host and fleet summaries with it

@@ -3,7 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Write a JSON document atomically: beside its final name, then renamed into place."""
+"""Write a JSON document atomically, without following a link another user could have planted.
+
+The writing itself is ``module_utils._safe_file.write_text``, the one that
+the metrics on the target use too.
+"""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,10 +15,8 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
 
-FOLDER_MODE = 0o755
-FILE_MODE = 0o644
+from ansible_collections.gpuops.reclaim.plugins.module_utils._safe_file import FILE_MODE, write_text
 
 
 def to_text(data):
@@ -23,21 +25,10 @@ def to_text(data):
 
 
 def write_json(path, data):
-    """Create the folder of ``path`` if needed, then write ``data`` there as JSON, atomically."""
+    """Create the folder of ``path`` if needed, then write ``data`` there as JSON, atomically.
+
+    Raises ``OSError`` (``_safe_file.UnsafePath`` for a directory on the way that another user can write).
+    """
     text = to_text(data)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        os.makedirs(folder, FOLDER_MODE)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix='.' + os.path.basename(path) + '.')
-    try:
-        with os.fdopen(handle, 'w') as out:
-            out.write(text)
-        os.chmod(temporary, FILE_MODE)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    write_text(os.path.abspath(path), text, mode=FILE_MODE, create=True)
     return path

@@ -61,7 +61,8 @@ def test_argument_spec_adds_the_shared_options():
     spec = _discovery.argument_spec({'units': {'type': 'list'}}, gpus=False)
     assert set(spec) == {'units', 'nvml_timeout', 'require_nvml'}
     spec = _discovery.argument_spec(protection=True)
-    assert set(spec) == {'gpus', 'nvml_timeout', 'require_nvml', 'protect', 'protect_units', 'unprotect'}
+    assert set(spec) == {'gpus', 'nvml_timeout', 'require_nvml', 'protect', 'protect_units', 'unprotect',
+                         'unprotect_all_confirmed'}
 
 
 @pytest.mark.parametrize('psutil_ok, pynvml_ok, require_nvml, expected', [

@@ -341,3 +341,33 @@ def test_the_weaker_keepers_go_next_when_the_context_stays():
     assert first_51 - first_50 >= KEEPER_ROUND_SLACK
     assert any('released its weaker keepers too: pid 51' in warning for warning in result['warnings'])
     assert result['spared'] == [] and result['survivors'] == []
+
+
+# Security: when the controller goes away the loop stops escalating, and what it froze is thawed.
+def test_a_stop_asked_mid_grace_sends_nothing_more_and_thaws_what_was_frozen():
+    world, holders, processes = frozen_world()
+    asked = []
+
+    def should_stop():
+        asked.append(world.now)
+        return 'the controller went away' if world.now >= 0.1 else None
+
+    dummy, result = run(world, holders, processes=processes, grace=5, kill=5, should_stop=should_stop)
+    sent = [s[2] for s in world.sent]
+    assert 'SIGTERM' in sent and 'SIGKILL' not in sent
+    assert stopped_pids(world) == []
+    assert result['elapsed_seconds'] < 0.5
+    assert ('escalation stopped: the controller went away; nothing more was signalled, and what was frozen was '
+            'thawed') in result['warnings']
+    assert len(asked) > 2
+
+
+def test_a_stop_asked_before_the_first_step_signals_no_holder_and_stops_no_source():
+    world, holders, processes = frozen_world()
+    stopped_sources = []
+    dummy, result = run(world, holders, processes=processes, should_stop=lambda: 'the controller went away',
+                        on_frozen=lambda: stopped_sources.append(True))
+    assert stopped_sources == []
+    # The supervisors frozen first are thawed; no holder got any signal.
+    assert all(s[1] in (100, 200) and s[2] in ('SIGSTOP', 'SIGCONT') for s in world.sent)
+    assert stopped_pids(world) == [] and result['released'] == []

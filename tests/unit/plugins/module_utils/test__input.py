@@ -11,6 +11,9 @@ import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._input import (
     InputError,
+    check_entries,
+    check_globs,
+    check_lists,
     convert_seconds,
     seconds_spec,
     to_seconds,
@@ -53,3 +56,37 @@ def test_convert_seconds_all_good():
 
 def test_seconds_spec_is_raw():
     assert seconds_spec(10.0) == {'type': 'raw', 'default': 10.0}
+
+
+# Security: an entry that names nothing, or a glob fnmatch would read otherwise, fails before anything is done.
+@pytest.mark.parametrize('option, values, message', [
+    ('allow', [''], "allow[0]: must not be empty; got: ''"),
+    ('users', ['root', '  '], "users[1]: must not be empty; got: '  '"),
+    ('gpus', [None], 'gpus[0]: must not be empty; got: None'),
+])
+def test_an_empty_entry_of_a_list_is_an_error(option, values, message):
+    with pytest.raises(InputError) as caught:
+        check_entries(option, values)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize('pattern', ['[', 'dcgm[', 'a[!', 'a[]', 'x[!]', 'ok*[z'])
+def test_a_glob_with_an_unclosed_bracket_is_an_error(pattern):
+    with pytest.raises(InputError) as caught:
+        check_globs('protect', ['fine', pattern])
+    assert str(caught.value).startswith("protect[1]: the glob %r opens a '[' at " % pattern)
+    assert 'never closed' in str(caught.value)
+
+
+@pytest.mark.parametrize('pattern', ['dcgm*', '[[]x', 'nv-[a-z]*', 'a[]]b', 'x[!]]', '?', 'plain.service'])
+def test_usable_globs_pass(pattern):
+    check_globs('protect', [pattern])
+
+
+def test_check_lists_checks_every_list_and_the_globs_among_them():
+    assert check_lists({'allow': ['x'], 'protect': ['dcgm*'], 'ladder': [{'signal': 'SIGTERM'}]},
+                       globs=('protect',)) is None
+    assert check_lists({'allow': ['']}, globs=()) == "allow[0]: must not be empty; got: ''"
+    assert 'protect[0]: the glob' in check_lists({'protect': ['[']}, globs=('protect',))
+    # Not a glob option: '[' is a name like any other.
+    assert check_lists({'allow': ['[']}, globs=('protect',)) is None

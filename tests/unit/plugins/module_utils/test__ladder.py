@@ -99,3 +99,17 @@ def test_check_seconds_raises_the_error_it_is_given():
         _ladder.check_seconds('settle_seconds', 601, maximum=600, error=OptionError)
     with pytest.raises(EscalationError, match='wait: must be a number'):
         _ladder.check_seconds('wait', float('nan'))
+
+
+# Security: a ladder out of order fails before anything is signalled.
+@pytest.mark.parametrize('ladder, message', [
+    ([{'signal': 'SIGKILL'}, {'signal': 'SIGTERM'}], 'ladder[1]: comes after the SIGKILL of ladder[0], which must be'),
+    ([{'signal': 'SIGTERM'}, {'signal': 'SIGKILL'}, {'action': 'freeze'}, {'signal': 'SIGKILL'}],
+     'ladder[2]: comes after the SIGKILL of ladder[1]'),
+    ([{'signal': 'SIGKILL'}, {'signal': 'SIGKILL'}], 'ladder[1]: comes after the SIGKILL of ladder[0]'),
+])
+def test_a_step_after_sigkill_is_an_error(ladder, message):
+    with pytest.raises(EscalationError) as caught:
+        parse_ladder(ladder, 3, 4)
+    assert str(caught.value).startswith(message)
+    assert 'got: %r' % (ladder,) in str(caught.value)

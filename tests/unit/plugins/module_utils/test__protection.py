@@ -18,6 +18,8 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import 
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
     PROTECTION_ARGUMENT_SPEC,
+    ProtectionError,
+    check_protection_options,
     is_protected_unit,
     names_of,
     never_supervisor,
@@ -53,7 +55,7 @@ def test_fragment_documents_every_option_of_the_spec():
     assert set(options) == set(PROTECTION_ARGUMENT_SPEC)
     for name, spec in PROTECTION_ARGUMENT_SPEC.items():
         assert options[name]['type'] == spec['type']
-        assert options[name]['elements'] == spec['elements']
+        assert options[name].get('elements') == spec.get('elements')
         assert options[name]['default'] == spec['default']
 
 
@@ -192,3 +194,39 @@ def test_launchers_of_the_issue_are_listed():
 ])
 def test_never_signalled_whatever_the_options(pid, kernel_thread, ppid, expected):
     assert _protection.never_signalled(pid, kernel_thread, ppid) == expected
+
+
+# Security: protection options that contradict each other, or remove every default, fail before anything is done.
+@pytest.mark.parametrize('options, message', [
+    (dict(protect=['Xorg'], unprotect=['Xorg']),
+     "protect[0] and unprotect[0] both name 'Xorg': a name is protected or it is not"),
+    (dict(protect_units=['a.service', 'nvidia-dcgm.service'], unprotect=['x', 'nvidia-dcgm.service']),
+     "protect_units[1] and unprotect[1] both name 'nvidia-dcgm.service'"),
+    (dict(unprotect=['*']), "unprotect: ['*'] removes the protection of every default protected executable"),
+    (dict(unprotect=['*.service']), "unprotect: ['*.service'] removes the protection of every default protected unit"),
+    (dict(unprotect=['n*', 'd*', 'g*', 'X*']), 'removes the protection of every default protected executable'),
+    (dict(unprotect=['?*']), 'set unprotect_all_confirmed: true if that is what you mean'),
+])
+def test_contradicting_protection_options_are_errors(options, message):
+    with pytest.raises(ProtectionError) as caught:
+        check_protection_options(**options)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize('options', [
+    dict(),
+    dict(protect=['vllm'], unprotect=['Xorg']),
+    dict(unprotect=['nvidia-*', 'Xorg', 'dcgm*']),
+    # Confirmed, every default may go.
+    dict(unprotect=['*'], unprotect_all_confirmed=True),
+])
+def test_protection_options_that_say_one_thing_pass(options):
+    check_protection_options(**options)
+
+
+def test_protection_errors_use_the_names_they_are_given():
+    with pytest.raises(ProtectionError) as caught:
+        check_protection_options(unprotect=['*'], names={'unprotect': 'gpu_reclaim_unprotect',
+                                                         'unprotect_all_confirmed': 'gpu_reclaim_unprotect_all_confirmed'})
+    assert str(caught.value).startswith("gpu_reclaim_unprotect: ['*'] removes")
+    assert 'set gpu_reclaim_unprotect_all_confirmed: true' in str(caught.value)

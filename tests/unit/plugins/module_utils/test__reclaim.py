@@ -43,7 +43,8 @@ class Host:
 def params(**extra):
     values = {'ladder': None, 'grace_seconds': 10.0, 'kill_seconds': 10.0, 'poll_interval': 0.05,
               'nvml_timeout': 5.0, 'users': [], 'match': None, 'systemd_units': [], 'containers': [],
-              'kinds': ['compute'], 'on_shared_holder': 'release', 'max_used_mib': 64}
+              'kinds': ['compute'], 'on_shared_holder': 'release', 'max_used_mib': None,
+              'only_if_busy': False}
     values.update(extra)
     return values
 
@@ -59,7 +60,16 @@ def test_good_input_gives_the_ladder_and_the_poll_interval():
     ({'poll_interval': 9}, 'poll_interval: must be a number of seconds from 0.005 to 5; got: 9'),
     ({'match': '('}, "match: invalid regular expression '('"),
     ({'kill_seconds': True}, 'kill_seconds'),
-    ({'max_used_mib': -1}, 'max_used_mib: must be 0 or more; got: -1'),
+    ({'max_used_mib': -1, 'only_if_busy': True}, 'max_used_mib: must be 0 or more; got: -1'),
+    # Security: each is a clear error before anything is looked at.
+    ({'max_used_mib': 64}, 'max_used_mib: only judges the GPUs with only_if_busy: true; got: max_used_mib=64 with '
+                           'only_if_busy=False'),
+    ({'ladder': [{'signal': 'SIGKILL'}, {'signal': 'SIGTERM'}]}, 'ladder[1]: comes after the SIGKILL of ladder[0]'),
+    ({'protect': ['[']}, "protect[0]: the glob '[' opens a '[' at 0 that is never closed"),
+    ({'protect': ['Xorg'], 'unprotect': ['Xorg']}, "protect[0] and unprotect[0] both name 'Xorg'"),
+    ({'allow': ['']}, "allow[0]: must not be empty; got: ''"),
+    ({'unprotect': ['*']}, "unprotect: ['*'] removes the protection of every default protected executable"),
+    ({'systemd_units': ['vllm-[.service']}, "systemd_units[0]: the glob 'vllm-[.service' opens a '['"),
 ])
 def test_bad_input_fails_naming_the_option(values, message):
     with pytest.raises(Failure) as caught:

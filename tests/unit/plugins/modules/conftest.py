@@ -29,7 +29,15 @@ except ImportError:  # ansible-core 2.18 and older have no helper: set the argum
         finally:
             basic._ANSIBLE_ARGS = saved
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _holders, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _holders, _host_lock, _nvml
+
+
+@pytest.fixture(autouse=True)
+def host_lock_path(monkeypatch, tmp_path):
+    """The modules' host lock, in the test's own folder: a test never waits on (or takes) the host's."""
+    path = str(tmp_path / 'gpuops-reclaim.lock')
+    monkeypatch.setattr(_host_lock, 'LOCK_PATH', path)
+    return path
 
 
 @pytest.fixture

@@ -389,3 +389,93 @@ def test_uid_comes_with_a_failure_too(run_module, monkeypatch, two_gpus):
     monkeypatch.setattr(_discovery, 'HAS_PSUTIL', True)
     bad = run_module({'only_if_busy': True, 'max_used_mib': -5})
     assert bad['failed'] and bad['msg'] == 'max_used_mib: must be 0 or more; got: -5' and bad['uid'] == os.geteuid()
+
+
+# Security: every bad input of the issue's table fails the module while a real holder it could signal runs.
+@pytest.mark.parametrize('args, message', [
+    ({'ladder': [{'signal': 'SIGKILL'}, {'signal': 'SIGTERM'}]}, 'ladder[1]: comes after the SIGKILL of ladder[0]'),
+    ({'max_used_mib': 64}, 'max_used_mib: only judges the GPUs with only_if_busy: true'),
+    ({'protect': ['[']}, "protect[0]: the glob '[' opens a '[' at 0 that is never closed"),
+    ({'protect': ['python3'], 'unprotect': ['python3']}, "protect[0] and unprotect[0] both name 'python3'"),
+    ({'allow': ['']}, "allow[0]: must not be empty; got: ''"),
+    ({'protect_units': ['']}, "protect_units[0]: must not be empty; got: ''"),
+    ({'gpus': ['']}, "gpus[0]: must not be empty; got: ''"),
+    ({'unprotect': ['*']}, "unprotect: ['*'] removes the protection of every default protected executable"),
+])
+def test_bad_input_signals_no_holder(run_module, no_library, fake_dev_discovery, spawn_holder, signals, args,
+                                     message):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module(args)
+    assert result['failed'] and result['msg'].startswith(message), result['msg']
+    assert signals == [] and alive(holder)
+
+
+def test_unprotect_all_confirmed_lets_a_wildcard_through(run_module, two_gpus, signals):
+    result = run_module({'unprotect': ['*'], 'unprotect_all_confirmed': True})
+    assert 'failed' not in result, result['msg']
+
+
+_LOCK_HOLDER = ('import fcntl, os, sys, time\n'
+                'handle = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n'
+                'fcntl.flock(handle, fcntl.LOCK_EX)\n'
+                'os.write(handle, b"%d\\n" % os.getpid())\n'
+                'print("ready", flush=True)\n'
+                'time.sleep(float(sys.argv[2]))\n')
+
+
+@pytest.fixture
+def other_run(host_lock_path):
+    """Another run of the release on this host: a real process holding the host lock for some seconds."""
+    children = []
+
+    def start(seconds):
+        child = subprocess.Popen([sys.executable, '-c', _LOCK_HOLDER, host_lock_path, str(seconds)],
+                                 stdout=subprocess.PIPE)
+        children.append(child)
+        assert child.stdout.readline() == b'ready\n'
+        return child
+
+    yield start
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdout.close()
+
+
+# Security: one run at a time per host.
+@pytest.mark.skipif(os.geteuid() != 0, reason='only root takes the host lock')
+def test_a_run_that_cannot_take_the_host_lock_fails_naming_the_other_run(run_module, no_library, fake_dev_discovery,
+                                                                          spawn_holder, signals, other_run):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    first = other_run(30)
+    result = run_module({'lock_timeout': 0.3})
+    assert result['failed'] and result['lock_holder_pid'] == first.pid
+    assert result['msg'].startswith('lock_timeout: another run (PID %d) has held the host lock' % first.pid)
+    assert signals == [] and alive(holder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='only root takes the host lock')
+def test_a_second_run_waits_for_the_host_lock_then_releases(run_module, no_library, fake_dev_discovery, spawn_holder,
+                                                            signals, other_run):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    other_run(0.5)
+    result = run_module({'lock_timeout': 10, 'grace_seconds': 2})
+    assert 'failed' not in result, result['msg']
+    assert result['lock_waited_seconds'] >= 0.3
+    assert [entry['pid'] for entry in result['released']] == [holder.pid]
+
+
+def test_check_mode_takes_no_host_lock(run_module, two_gpus, signals, other_run):
+    other_run(30)
+    result = run_module({'lock_timeout': 0, '_ansible_check_mode': True})
+    assert 'failed' not in result and result['lock_waited_seconds'] == 0.0
+
+
+@pytest.mark.parametrize('value, message', [
+    (-1, 'lock_timeout: must be a number of seconds from 0 to 3600; got: -1.0'),
+    (True, 'lock_timeout: must be a number of seconds, not a boolean; got: True'),
+])
+def test_a_bad_lock_timeout_fails_first(run_module, two_gpus, signals, value, message):
+    result = run_module({'lock_timeout': value})
+    assert result['failed'] and result['msg'] == message

@@ -56,3 +56,21 @@ def test_a_folder_that_cannot_be_made_raises(tmp_path):
     blocker.write_text('')
     with pytest.raises(OSError):
         write_json(str(blocker / 'gpu07.json'), {})
+
+
+# Security: a report goes through the same writer as the metrics: no planted link is followed.
+def test_a_link_at_the_report_name_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / 'victim'
+    victim.write_text('keep\n')
+    os.symlink(str(victim), str(tmp_path / 'gpu07.json'))
+    write_json(str(tmp_path / 'gpu07.json'), {'free': True})
+    assert victim.read_text() == 'keep\n'
+    assert json.loads((tmp_path / 'gpu07.json').read_text()) == {'free': True}
+
+
+def test_a_report_folder_others_can_write_is_refused(tmp_path):
+    os.chmod(str(tmp_path), 0o777)
+    with pytest.raises(OSError) as caught:
+        write_json(str(tmp_path / 'reports' / 'gpu07.json'), {})
+    assert 'another user can change it (writable by others (mode 0777))' in str(caught.value)
+    assert os.listdir(str(tmp_path)) == []
