@@ -42,8 +42,8 @@ _value:
   type: dict
   contains:
     hosts:
-      description: Per host, in name order, C(host), C(state) (V(free), V(failed), or V(unproven) in check mode),
-        C(why) (one line, empty unless failed), C(check_mode), C(gpus), C(gpus_freed), C(memory_reclaimed_mib),
+      description: Per host, in name order, C(host), C(state) (V(free), V(kept) when only the units kept running hold its GPUs,
+        V(failed), or V(unproven) in check mode), C(why) (one line, empty unless failed), C(check_mode), C(gpus), C(gpus_freed), C(memory_reclaimed_mib),
         C(released), C(released_by_signal), C(sources_stopped) and C(duration_seconds).
       type: list
       elements: dict
@@ -58,6 +58,10 @@ _value:
       description: Hosts that failed, each with C(host) and C(why).
       type: list
       elements: dict
+    kept:
+      description: Hosts whose GPUs are held only by the units kept running (gpu_reclaim_keep_units).
+      type: list
+      elements: str
     unproven:
       description: Hosts with no proof either way (check mode).
       type: list

@@ -109,12 +109,23 @@ def host_summary(run):
     result, empty when it did not run), ``proof`` (the last gpu_assert_free
     result, empty when it did not run), ``stopped_units``,
     ``stopped_containers``, ``reset_gpus``, ``reset_errors``, ``error``,
-    ``stages`` (seconds per stage), ``start`` and ``now`` (Unix times).
+    ``kept`` (the keep_units decision), ``stages`` (seconds per stage),
+    ``start`` and ``now`` (Unix times).
+
+    When units were kept running and nothing was proven since, ``free`` is
+    None: the GPUs are the kept units', as the deploy wants them.
     """
     first = run.get('first_look') or {}
     release = run.get('release') or {}
     proof = run.get('proof') or {}
-    verdict = proof if proof else (first if run.get('free_at_start') else {})
+    kept = run.get('kept') or {}
+    kept_units = list(kept.get('kept') or [])
+    if proof:
+        verdict = proof
+    elif run.get('free_at_start') and not kept_units:
+        verdict = first
+    else:
+        verdict = {}
     protected = protected_holders(release, first.get('holders') or [])
     stopped_units = list(run.get('stopped_units') or [])
     stopped_containers = list(run.get('stopped_containers') or [])
@@ -136,6 +147,10 @@ def host_summary(run):
         'stopped_units': stopped_units,
         'stopped_containers': stopped_containers,
         'left_behind': left_behind(release, stopped_units, stopped_containers),
+        'kept_units': kept_units,
+        'kept_pids': list(kept.get('pids') or []),
+        # Why a unit of gpu_reclaim_keep_units was not kept (not running, not alone on the GPUs).
+        'keep_why_not': list(kept.get('why_not') or []),
         'reset_gpus': list(run.get('reset_gpus') or []),
         # What the reset stage could not do or undo (the reset itself, persistence mode, a client's restart).
         'reset_errors': list(run.get('reset_errors') or []),

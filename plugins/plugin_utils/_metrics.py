@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import FREE, MIB, SOURCE_KINDS, host_outcome
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import MIB, SOURCE_KINDS, SUCCEEDED, host_outcome
 
 PREFIX = 'gpu_reclaim_last_run_'
 # Always written, so that a dashboard finds each series even after a run that signalled nothing.
@@ -21,7 +21,8 @@ SIGNALS = ('SIGTERM', 'SIGKILL')
 
 HELP = {
     'timestamp_seconds': 'Unix time at which the last gpu_reclaim run on this host ended.',
-    'success': '1 when the last gpu_reclaim run proved the selected GPUs free, else 0.',
+    'success': ('1 when the last gpu_reclaim run proved the selected GPUs free, or found them held only by the '
+                'units kept running, else 0.'),
     'gpus_freed': 'GPUs busy at the first look that the last gpu_reclaim run proved free.',
     'memory_reclaimed_bytes': 'GPU memory that came back during the last gpu_reclaim run.',
     'holders_released': 'Holder processes the last gpu_reclaim run released, by the last signal each was sent.',
@@ -67,7 +68,7 @@ def render(summary, timestamp, host=None):
     by_signal.update(outcome['released_by_signal'])
     lines = []
     _family(lines, 'timestamp_seconds', [((), timestamp)])
-    _family(lines, 'success', [((), outcome['state'] == FREE)])
+    _family(lines, 'success', [((), outcome['state'] in SUCCEEDED)])
     _family(lines, 'gpus_freed', [((), outcome['gpus_freed'])])
     _family(lines, 'memory_reclaimed_bytes', [((), outcome['memory_reclaimed_mib'] * MIB)])
     _family(lines, 'holders_released', [((('signal', signal),), by_signal[signal]) for signal in sorted(by_signal)])

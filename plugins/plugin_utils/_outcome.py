@@ -23,6 +23,10 @@ FREE = 'free'
 FAILED = 'failed'
 # Check mode, or a run that stopped before its proof: nothing was proven.
 UNPROVEN = 'unproven'
+# The GPUs are held by the units the deploy keeps running (gpu_reclaim_keep_units), alone: nothing to free.
+KEPT = 'kept'
+# The states in which the run did what it was asked.
+SUCCEEDED = (FREE, KEPT)
 
 # gpu_reclaim's outcome for a supervisor it stopped, and its actions on a source that stop it.
 SUPERVISOR_KILLED = 'frozen and killed'
@@ -100,7 +104,7 @@ def sources_stopped(summary):
 def host_outcome(host, summary):
     """The outcome of the role on ``host``, from its summary (empty or None when there is none).
 
-    Returns a dict with ``host``, ``state`` (``free``, ``failed`` or ``unproven``), ``why`` (one line, empty
+    Returns a dict with ``host``, ``state`` (``free``, ``kept``, ``failed`` or ``unproven``), ``why`` (one line, empty
     unless failed), ``check_mode``, ``gpus``, ``gpus_freed``, ``memory_reclaimed_mib``, ``released``,
     ``released_by_signal``, ``sources_stopped`` and ``duration_seconds``.
     """
@@ -120,6 +124,9 @@ def host_outcome(host, summary):
         why = one_line(error) or 'the proof found GPUs still busy'
     elif free:
         state = FREE
+        why = ''
+    elif summary.get('kept_units'):
+        state = KEPT
         why = ''
     else:
         state = UNPROVEN
@@ -157,6 +164,7 @@ def fleet_outcome(summaries):
         'hosts': hosts,
         'host_count': len(hosts),
         'free': [outcome['host'] for outcome in hosts if outcome['state'] == FREE],
+        'kept': [outcome['host'] for outcome in hosts if outcome['state'] == KEPT],
         'failed': failed,
         'unproven': [outcome['host'] for outcome in hosts if outcome['state'] == UNPROVEN],
         'check_mode': any(outcome['check_mode'] for outcome in hosts),

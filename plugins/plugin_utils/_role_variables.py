@@ -153,6 +153,8 @@ def _checks(values):
     for name in sorted(values):
         if name.startswith(PREFIX) and isinstance(values[name], (list, tuple)) and name != 'gpu_reclaim_ladder':
             checks.append(lambda name=name: (check_globs if name in GLOBS else check_entries)(name, values[name]))
+    if values.get('gpu_reclaim_keep_units'):
+        checks.append(lambda: _unit_names(values, 'gpu_reclaim_keep_units'))
     if values.get('gpu_reclaim_metrics_textfile_dir'):
         checks.append(lambda: _absolute(values, 'gpu_reclaim_metrics_textfile_dir'))
     if values.get('gpu_reclaim_ladder'):
@@ -174,6 +176,14 @@ def _truth(value):
 def _absolute(values, name):
     if not str(values[name]).startswith('/'):
         raise VariableError('%s: must be an absolute path on the target; got: %r' % (name, values[name]))
+
+
+def _unit_names(values, name):
+    # A unit kept running is one the deploy names itself: a glob could keep a stray unit's holders.
+    for index, entry in enumerate(values[name]):
+        if not isinstance(entry, str) or any(char in entry for char in '*?[') or '.' not in entry:
+            raise VariableError('%s[%d]: must be a full unit name such as vllm.service, without globs; got: %r'
+                                % (name, index, entry))
 
 
 def _nvml_timeout(values):

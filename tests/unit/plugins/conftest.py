@@ -22,12 +22,12 @@ def gpu(index, before, after):
 
 
 def summary(host, gpus, free, released=(), error=None, check_mode=False, stopped_units=(), stopped_containers=(),
-            supervisors=(), sources=None, total_seconds=1.5):
+            supervisors=(), sources=None, total_seconds=1.5, kept_units=()):
     result = {
         'host': host, 'check_mode': check_mode, 'nvml_available': True, 'max_used_mib': 64, 'gpus': list(gpus),
         'released': list(released), 'protected': [], 'survivors': [], 'supervisors': list(supervisors),
         'stopped_units': list(stopped_units), 'stopped_containers': list(stopped_containers), 'left_behind': {},
-        'reset_gpus': [], 'free': free, 'stage_seconds': {'preflight': 0.5}, 'total_seconds': total_seconds,
+        'kept_units': list(kept_units), 'reset_gpus': [], 'free': free, 'stage_seconds': {'preflight': 0.5}, 'total_seconds': total_seconds,
     }
     if sources is not None:
         result['sources'] = list(sources)

@@ -118,8 +118,8 @@ def test_host_summary_of_a_busy_host():
         'released': RELEASE['released'], 'protected': [RELEASE['protected'][0]], 'survivors': [], 'supervisors': [],
         'sources': RELEASE['sources'], 'settle_seconds': 2.01, 'filter_warnings': ['no user named bob'],
         'stopped_units': ['vllm.service'], 'stopped_containers': [],
-        'left_behind': {'vllm.service': [{'pid': 10, 'title': 'w'}]}, 'reset_gpus': [], 'reset_errors': [],
-        'free': True, 'error': '', 'stage_seconds': {'preflight': 0.5, 'release': 0.7, 'prove': 2.2},
+        'left_behind': {'vllm.service': [{'pid': 10, 'title': 'w'}]}, 'kept_units': [], 'kept_pids': [],
+        'keep_why_not': [], 'reset_gpus': [], 'reset_errors': [], 'free': True, 'error': '', 'stage_seconds': {'preflight': 0.5, 'release': 0.7, 'prove': 2.2},
         'total_seconds': 3.46,
     }
 
@@ -147,3 +147,11 @@ def test_host_summary_of_a_host_still_busy_without_a_proof():
     summary = host_summary(run(release={}, proof={}, stopped_units=[], error='a stage failed'))
     assert summary['free'] is None
     assert summary['error'] == 'a stage failed'
+
+
+def test_host_summary_of_units_kept_running_proves_nothing():
+    kept = {'kept': ['llama.service'], 'pids': [100, 101], 'why_not': ['ghost.service is not loaded']}
+    summary = host_summary(run(free_at_start=True, release={}, proof={}, stopped_units=[], kept=kept, stages={}))
+    assert summary['free'] is None
+    assert (summary['kept_units'], summary['kept_pids'], summary['keep_why_not']) == (
+        ['llama.service'], [100, 101], ['ghost.service is not loaded'])

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import (
     FAILED,
     FREE,
+    KEPT,
     NO_RESULT,
     UNPROVEN,
     fleet_outcome,
@@ -97,6 +98,14 @@ def test_an_error_fails_a_host_even_when_free_is_unknown(summaries):
     failed = summaries.summary('gpu01', [], None, error='Cannot look at the GPUs of gpu01: no psutil')
     assert host_outcome('gpu01', failed)['state'] == FAILED
     assert host_outcome('gpu01', failed)['why'] == 'Cannot look at the GPUs of gpu01: no psutil'
+
+
+def test_a_host_whose_gpus_the_kept_units_hold_is_kept(summaries):
+    kept = summaries.summary('deploy', [], None, kept_units=['llama.service'])
+    assert host_outcome('deploy', kept)['state'] == KEPT
+    assert fleet_outcome({'deploy': kept})['kept'] == ['deploy']
+    failed = summaries.summary('deploy', [], None, kept_units=['llama.service'], error='a stop failed')
+    assert host_outcome('deploy', failed)['state'] == FAILED
 
 
 def test_check_mode_proves_nothing_and_counts_nothing_as_done(summaries):

@@ -116,6 +116,9 @@ def test_only_the_role_prefix_is_checked():
     ({'gpu_reclaim_protect': ['[']}, "gpu_reclaim_protect[0]: the glob '[' opens a '[' at 0 that is never closed"),
     ({'gpu_reclaim_stop_units': ['vllm-[.service']}, "gpu_reclaim_stop_units[0]: the glob 'vllm-[.service' opens"),
     ({'gpu_reclaim_harden_units': ['']}, "gpu_reclaim_harden_units[0]: must not be empty"),
+    ({'gpu_reclaim_keep_units': ['vllm-*.service']}, "gpu_reclaim_keep_units[0]: must be a full unit name such as "
+                                                     "vllm.service, without globs; got: 'vllm-*.service'"),
+    ({'gpu_reclaim_keep_units': ['vllm.service', 'llama']}, "gpu_reclaim_keep_units[1]: must be a full unit name"),
     ({'gpu_reclaim_metrics_textfile_dir': 'textfile'}, "gpu_reclaim_metrics_textfile_dir: must be an absolute path"),
     ({'gpu_reclaim_protect': ['Xorg'], 'gpu_reclaim_unprotect': ['Xorg']},
      "gpu_reclaim_protect[0] and gpu_reclaim_unprotect[0] both name 'Xorg'"),
@@ -137,6 +140,7 @@ def test_a_bad_value_names_the_variable_and_the_value(changes, message):
     {'gpu_reclaim_unprotect': ['Xorg'], 'gpu_reclaim_protect': ['vllm*']},
     {'gpu_reclaim_ladder': [{'signal': 'SIGINT', 'wait': 5}, {'action': 'freeze'}, {'signal': 'SIGKILL'}]},
     {'gpu_reclaim_scope_match': 'VLLM::Worker', 'gpu_reclaim_scope_users': ['alice']},
+    {'gpu_reclaim_keep_units': ['vllm.service', 'llama@0.service']},
 ])
 def test_good_values_pass(changes):
     assert value_errors(defaults(**changes)) == []
