@@ -9,7 +9,7 @@ __metaclass__ = type
 
 # Documented in unit_patterns.yml.
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._filter_input import names
-from ansible_collections.gpuops.reclaim.plugins.plugin_utils._unit_patterns import expand_units
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._unit_patterns import expand_units, unmatched_warnings
 
 
 def unit_patterns(listing, patterns, protect_units=None, unprotect=None):
@@ -20,6 +20,12 @@ def unit_patterns(listing, patterns, protect_units=None, unprotect=None):
                         names('unit_patterns', 'unprotect', unprotect, 'unit names or globs'))
 
 
+def unit_warnings(expanded, host):
+    if not isinstance(expanded, dict):
+        raise TypeError('unit_warnings expects what unit_patterns returned; got: %s' % type(expanded).__name__)
+    return unmatched_warnings(expanded, str(host))
+
+
 class FilterModule(object):
     def filters(self):
-        return {'unit_patterns': unit_patterns}
+        return {'unit_patterns': unit_patterns, 'unit_warnings': unit_warnings}

@@ -62,6 +62,62 @@ def executable_name(holder):
     return posixpath.basename(holder.get('exe') or words[0] or holder.get('name') or '')
 
 
+# Interpreters whose title names the program they run in a later word.
+INTERPRETERS = ('python', 'perl', 'ruby', 'node', 'bash', 'sh', 'java', 'torchrun', 'uv', 'conda')
+
+
+def short_title(holder):
+    """A holder's title as the summary names it: the program, not the interpreter's path.
+
+    ``/opt/torch/.venv/bin/python3 -u /srv/train.py --lr 3`` is ``train.py``;
+    a retitled worker (``VLLM::Worker_TP0``) keeps its title.
+    """
+    words = (holder.get('title') or '').split() or [holder.get('name') or '?']
+    first = posixpath.basename(words[0])
+    if first.rstrip('0123456789.').lower() in INTERPRETERS:
+        for word in words[1:]:
+            if not word.startswith('-'):
+                return posixpath.basename(word)
+    return first
+
+
+def _holder_reason(pid, release, kept_pids):
+    """Why a holder the proof found is still there, in a few words."""
+    for holder in release.get('survivors') or []:
+        if holder.get('pid') == pid:
+            state = holder.get('state')
+            if state == 'disk-sleep':
+                return 'unkillable (state D%s): reset or reboot' % (
+                    ', ' + holder['wchan'] if holder.get('wchan') else '')
+            return 'survived %s' % (holder.get('last_signal') or 'the release')
+    for holder in release.get('skipped_holders') or []:
+        if holder.get('pid') == pid:
+            return holder.get('reason') or 'left alone'
+    for holder in release.get('protected') or []:
+        if holder.get('pid') == pid:
+            return 'protected'
+    if pid in kept_pids:
+        return 'kept running'
+    if release:
+        return 'came back after the release'
+    return 'not released'
+
+
+def left_on_gpu(verdict_gpu, holders, release=None, kept_pids=()):
+    """What stayed on one GPU after the run, and why: one short line per holder, or the memory without one."""
+    if not verdict_gpu or verdict_gpu.get('free', True):
+        return []
+    by_pid = dict((holder.get('pid'), holder) for holder in holders or [])
+    lines = []
+    for pid in verdict_gpu.get('holder_pids') or []:
+        holder = by_pid.get(pid) or {'pid': pid}
+        lines.append('%s (%s): %s' % (short_title(holder), pid, _holder_reason(pid, release or {}, kept_pids)))
+    if not lines:
+        lines.append('%s MiB with no holder: reset (gpu_reclaim_allow_reset) or reboot'
+                     % verdict_gpu.get('memory_used_mib'))
+    return lines
+
+
 def _holds_memory_on(holder, index):
     # A CUDA process opens every visible GPU's device node: count it on the GPUs where it holds memory.
     memory = holder.get('gpu_memory_mib') or {}
@@ -70,14 +126,16 @@ def _holds_memory_on(holder, index):
     return index in (holder.get('gpus') or ())
 
 
-def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=()):
+def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=(), proof_holders=(), release=None, kept_pids=()):
     """One row per GPU of the first look: memory before and after, and who held it.
 
     ``memory_used_mib_after`` is the proof's reading, or None without a proof;
-    ``released`` lists the pids released from that GPU, ``protected`` the
-    executables of the protected holders on it.
+    ``released`` lists the pids released from that GPU and ``released_names``
+    their short titles; ``protected`` the executables of the protected holders
+    on it; ``left`` what stayed on it after the proof, and why.
     """
     after = dict((str(gpu['index']), gpu.get('memory_used_mib')) for gpu in proof_gpus or [])
+    verdicts = dict((str(gpu['index']), gpu) for gpu in proof_gpus or [])
     rows = []
     for gpu in first_gpus or []:
         names = []
@@ -92,9 +150,42 @@ def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=()):
             'memory_used_mib_before': gpu.get('memory_used_mib'),
             'memory_used_mib_after': after.get(str(gpu['index'])),
             'released': [holder['pid'] for holder in released or [] if _holds_memory_on(holder, gpu['index'])],
+            'released_names': ['%s (%s)' % (short_title(holder), holder['pid'])
+                               for holder in released or [] if _holds_memory_on(holder, gpu['index'])],
             'protected': names,
+            'left': left_on_gpu(verdicts.get(str(gpu['index'])), proof_holders, release, kept_pids),
         })
     return rows
+
+
+def command_seconds(results):
+    """Seconds the given command results took, from each one's ``delta`` (``H:MM:SS.ffffff``)."""
+    total = 0.0
+    for result in results or []:
+        delta = (result or {}).get('delta') or ''
+        try:
+            hours, minutes, seconds = delta.split(':')
+            total += int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+        except ValueError:
+            continue
+    return round(total, 2)
+
+
+def stage_seconds(run):
+    """Seconds per stage, as the stages' own tasks measured them (the modules' and the commands' own times)."""
+    first = run.get('first_look') or {}
+    release = run.get('release') or {}
+    proof = run.get('proof') or {}
+    stages = {}
+    if first.get('waited_seconds') is not None:
+        stages['preflight'] = round(float(first['waited_seconds']), 2)
+    if run.get('stop_results'):
+        stages['stop_units'] = command_seconds(run['stop_results'])
+    if release.get('elapsed_seconds') is not None:
+        stages['release'] = round(float(release['elapsed_seconds']), 2)
+    if proof.get('waited_seconds') is not None:
+        stages['prove'] = round(float(proof['waited_seconds']) + float(proof.get('settle_seconds_observed') or 0), 2)
+    return stages
 
 
 def _seconds_since(start, now):
@@ -129,13 +220,16 @@ def host_summary(run):
     protected = protected_holders(release, first.get('holders') or [])
     stopped_units = list(run.get('stopped_units') or [])
     stopped_containers = list(run.get('stopped_containers') or [])
-    stages = dict(run.get('stages') or {})
+    stages = dict(run.get('stages') or stage_seconds(run))
     return {
         'host': run['host'],
         'check_mode': bool(run.get('check_mode')),
         'max_used_mib': int(run.get('max_used_mib') or 0),
         'nvml_available': first.get('nvml_available', False),
-        'gpus': gpu_rows(first.get('gpus') or [], verdict.get('gpus') or [], release.get('released') or [], protected),
+        'gpus': gpu_rows(first.get('gpus') or [], verdict.get('gpus') or [], release.get('released') or [], protected,
+                         verdict.get('holders') or [], release, kept.get('pids') or []),
+        # The protected daemons, named once per host.
+        'protected_names': sorted(set(executable_name(holder) for holder in protected) - set([''])),
         'released': release.get('released', []),
         'protected': protected,
         'survivors': release.get('survivors', []),
@@ -144,6 +238,8 @@ def host_summary(run):
         'settle_seconds': proof.get('settle_seconds_observed'),
         # Scope filters that name nothing on the host (a typo releases nothing and says so here).
         'filter_warnings': release.get('filter_warnings', []),
+        # Stop-stage names that match no loaded unit (with the nearest one), or only protected units.
+        'unit_warnings': list(run.get('unit_warnings') or []),
         'stopped_units': stopped_units,
         'stopped_containers': stopped_containers,
         'left_behind': left_behind(release, stopped_units, stopped_containers),

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.filter.unit_patterns import FilterModule, unit_patterns
+from ansible_collections.gpuops.reclaim.plugins.filter.unit_patterns import FilterModule, unit_patterns, unit_warnings
 
 
 def test_sorts_the_listing():
@@ -18,7 +18,9 @@ def test_sorts_the_listing():
         'units': ['nvidia-persistenced.service', 'vllm-sim.service'],
         'protected': ['nvidia-persistenced.service'],
         'unprotected': ['vllm-sim.service'],
+        'running': ['vllm-sim.service'],
         'unmatched': ['ghost'],
+        'nearest': {'ghost': None},
     }
 
 
@@ -35,4 +37,4 @@ def test_bad_input_names_the_argument(args, message):
 
 
 def test_registered():
-    assert FilterModule().filters() == {'unit_patterns': unit_patterns}
+    assert FilterModule().filters() == {'unit_patterns': unit_patterns, 'unit_warnings': unit_warnings}

@@ -14,7 +14,9 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary impor
     gpu_rows,
     host_summary,
     left_behind,
+    left_on_gpu,
     protected_holders,
+    short_title,
 )
 
 CONTAINER = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'
@@ -75,9 +77,11 @@ def test_gpu_rows_attribute_memory_and_protection_per_gpu():
                  {'pid': 4, 'gpus': [1], 'exe': None, 'title': 'Xorg :0', 'name': 'Xorg'}]
     assert gpu_rows(first, proof, released, protected) == [
         {'index': 0, 'uuid': 'GPU-a', 'memory_total_mib': 81920, 'memory_used_mib_before': 40000,
-         'memory_used_mib_after': 0, 'released': [10], 'protected': ['nvidia-persistenced']},
+         'memory_used_mib_after': 0, 'released': [10], 'released_names': ['? (10)'],
+         'protected': ['nvidia-persistenced'], 'left': []},
         {'index': 1, 'uuid': 'GPU-b', 'memory_total_mib': 81920, 'memory_used_mib_before': 300,
-         'memory_used_mib_after': 300, 'released': [11], 'protected': ['nvidia-persistenced', 'Xorg']},
+         'memory_used_mib_after': 300, 'released': [11], 'released_names': ['? (11)'],
+         'protected': ['nvidia-persistenced', 'Xorg'], 'left': []},
     ]
 
 
@@ -114,7 +118,9 @@ def test_host_summary_of_a_busy_host():
     assert host_summary(run()) == {
         'host': 'gpu07', 'check_mode': False, 'max_used_mib': 64, 'nvml_available': True,
         'gpus': [{'index': 0, 'uuid': 'GPU-a', 'memory_total_mib': 81920, 'memory_used_mib_before': 40000,
-                  'memory_used_mib_after': 0, 'released': [10], 'protected': ['nvidia-persistenced']}],
+                  'memory_used_mib_after': 0, 'released': [10], 'released_names': ['w (10)'],
+                  'protected': ['nvidia-persistenced'], 'left': []}],
+        'protected_names': ['nvidia-persistenced'], 'unit_warnings': [],
         'released': RELEASE['released'], 'protected': [RELEASE['protected'][0]], 'survivors': [], 'supervisors': [],
         'sources': RELEASE['sources'], 'settle_seconds': 2.01, 'filter_warnings': ['no user named bob'],
         'stopped_units': ['vllm.service'], 'stopped_containers': [],
@@ -155,3 +161,29 @@ def test_host_summary_of_units_kept_running_proves_nothing():
     assert summary['free'] is None
     assert (summary['kept_units'], summary['kept_pids'], summary['keep_why_not']) == (
         ['llama.service'], [100, 101], ['ghost.service is not loaded'])
+
+
+@pytest.mark.parametrize('title, expected', [
+    ('/opt/torch/.venv/bin/python3 -u /srv/train.py --lr 3', 'train.py'),
+    ('python3.11 -m vllm.entrypoints', 'vllm.entrypoints'),
+    ('VLLM::Worker_TP0', 'VLLM::Worker_TP0'),
+    ('/usr/bin/nvidia-persistenced --verbose', 'nvidia-persistenced'),
+    ('', '?'),
+])
+def test_short_titles_name_the_program_not_the_interpreter(title, expected):
+    assert short_title({'title': title}) == expected
+
+
+def test_left_says_what_stayed_and_why():
+    release = {'survivors': [{'pid': 5, 'state': 'disk-sleep', 'wchan': 'uvm_spin_loop'}],
+               'skipped_holders': [{'pid': 6, 'reason': 'out of scope'}], 'protected': [{'pid': 7}]}
+    holders = [{'pid': 5, 'title': 'VLLM::Worker_TP0'}, {'pid': 6, 'title': 'python train.py'},
+               {'pid': 7, 'title': 'Xorg'}, {'pid': 8, 'title': 'srv'}, {'pid': 9, 'title': 'w'}]
+    gpu = {'index': 0, 'free': False, 'holder_pids': [5, 6, 7, 8, 9]}
+    assert left_on_gpu(gpu, holders, release, kept_pids=[8]) == [
+        'VLLM::Worker_TP0 (5): unkillable (state D, uvm_spin_loop): reset or reboot',
+        'train.py (6): out of scope', 'Xorg (7): protected', 'srv (8): kept running',
+        'w (9): came back after the release']
+    assert left_on_gpu({'free': False, 'memory_used_mib': 900, 'holder_pids': []}, []) == [
+        '900 MiB with no holder: reset (gpu_reclaim_allow_reset) or reboot']
+    assert left_on_gpu({'free': True}, holders) == []

@@ -9,7 +9,11 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.plugin_utils._unit_patterns import expand_units, pattern_matches
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._unit_patterns import (
+    expand_units,
+    pattern_matches,
+    unmatched_warnings,
+)
 
 # What `systemctl list-units --all --plain --no-legend --full -- 'vllm-*.service' 'nvidia-*' dcgm-exporter.service
 # ghost.service` prints on a simulated GPU host.
@@ -47,7 +51,9 @@ def test_one_listing_sorted_by_every_pattern():
                   'nvidia-vllm.service', 'vllm-sim.service'],
         'protected': ['dcgm-exporter.service', 'nvidia-fabricmanager.service', 'nvidia-persistenced.service'],
         'unprotected': ['nvidia-vllm.service', 'vllm-sim.service'],
+        'running': ['nvidia-vllm.service', 'vllm-sim.service'],
         'unmatched': ['ghost.service'],
+        'nearest': {'ghost.service': None},
     }
 
 
@@ -69,7 +75,32 @@ def test_a_unit_two_patterns_match_is_listed_once():
 
 def test_an_empty_listing_matches_nothing():
     assert expand_units('', ['vllm-*.service']) == {
-        'units': [], 'protected': [], 'unprotected': [], 'unmatched': ['vllm-*.service']}
+        'units': [], 'protected': [], 'unprotected': [], 'running': [], 'unmatched': ['vllm-*.service'],
+        'nearest': {'vllm-*.service': None}}
+
+
+def test_only_running_units_are_stopped():
+    listing = 'a.service loaded active running x\nb.service loaded inactive dead y\nc.service loaded failed failed z\n'
+    assert expand_units(listing, ['*.service'])['running'] == ['a.service']
+
+
+@pytest.mark.parametrize('pattern, expected', [
+    ('llama', 'llama.service'),         # systemctl reads a plain name as NAME.service
+    ('llama.servce', 'llama.service'),  # a typo
+    ('ghost.service', None),            # nothing close: no guess
+])
+def test_a_name_that_matches_nothing_names_the_nearest_loaded_unit(pattern, expected):
+    listing = 'llama.service loaded active running x\nvllm-sim.service loaded inactive dead y\n'
+    assert expand_units(listing, [pattern])['nearest'] == {pattern: expected}
+
+
+def test_the_warnings_name_the_nearest_unit_and_the_protected_ones():
+    expanded = expand_units(LISTING + 'llama.service loaded active running x\n', ['llama', 'nvidia-*'])
+    assert unmatched_warnings(expanded, 'gpu07') == [
+        "gpu_reclaim_stop_units: no loaded unit on gpu07 matches 'llama'; nothing is stopped for it. "
+        "Did you mean 'llama.service'?",
+        'gpu_reclaim_stop_units: nvidia-fabricmanager.service, nvidia-persistenced.service on gpu07 are protected '
+        'GPU services; they are not stopped.']
 
 
 def test_list_unit_files_output_reads_the_same():
