@@ -34,7 +34,8 @@ from ._guardian import FreezeLedger
 from ._identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_process
 from ._ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
 from ._newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
-from ._plan import KEEPER_HELD_BACK, Scope, keeper_rounds, summarize
+from ._keepers import KeeperRounds
+from ._plan import Scope, summarize
 from ._prober import DEFAULT_READ_TIMEOUT, ProcProber
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -57,8 +58,6 @@ ACTIVE = 'active'
 _STOPPED_STATES = ('stopped', 'tracing-stop')
 
 
-# Seconds after the last release before a kept context is taken to have stayed.
-KEEPER_ROUND_SLACK = 0.5
 
 
 class _Target:
@@ -194,8 +193,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         # No adopted holder waits past this (seconds from the start).
         self.adoption_limit = total_wait(ladder) + ADOPTION_SLACK_SECONDS
         # Keepers of a context held back for a later round, and those its release made unneeded.
-        self.deferred = list(getattr(plan, 'deferred', None) or [])
-        self.spared = []
+        self.rounds = KeeperRounds(getattr(plan, 'deferred', None))
 
     # -- helpers -----------------------------------------------------------
 
@@ -415,44 +413,26 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                 result[index] = (True, None)
         return result
 
-    def _know_creators(self, record):
+    def _add_target(self, record):
+        self.targets[record['pid']] = _Target(record)
+        self.known_pids.add(record['pid'])
         # NVML lists a kept context under its exited creator: known, so its memory is waited on.
         for entry in record.get('keeps') or []:
             self.known_pids.update(entry['creator_pids'])
 
-    def _add_target(self, record):
-        self.targets[record['pid']] = _Target(record)
-        self.known_pids.add(record['pid'])
-        self._know_creators(record)
-
-    def _spare(self, records, reason):
-        self.spared.extend(summarize(record, reason=reason) for record in records)
-
     def _next_keeper_round(self, now):
-        """Start the weaker keepers of the contexts that stayed; True when the loop must go on.
-
-        Called once no target is active and a GPU is still held. The last
-        release gets ``KEEPER_ROUND_SLACK`` seconds for the driver to free the
-        context before NVML is believed.
-        """
+        """Start the weaker keepers of the contexts that stayed; True when the loop must go on."""
         released = [t.released_at for t in self.targets.values() if t.released_at is not None]
-        if released and now - max(released) < KEEPER_ROUND_SLACK:
-            return True
-
-        def alive(entry):
-            return bool(set(entry['creator_pids']) & self.pids_after.get(entry['gpu'], set()))
-        now_records, later = keeper_rounds(self.deferred, alive)
-        self._spare([r for r in self.deferred if r not in now_records and r not in later], KEEPER_HELD_BACK)
-        self.deferred = later
-        for record in now_records:
+        records, wait = self.rounds.next_round(now, max(released) if released else None, self.pids_after)
+        for record in records:
             self._add_target(record)
-        if now_records:
+        if records:
             self._warn('the context of exited pid %s stayed after its stronger keepers were released; '
                        'released its weaker keepers too: pid %s' % (
-                           ', '.join(sorted(set(str(pid) for r in now_records for e in r['keeps']
+                           ', '.join(sorted(set(str(pid) for r in records for e in r['keeps']
                                                 for pid in e['creator_pids']))),
-                           ', '.join(str(r['pid']) for r in now_records)))
-        return bool(now_records)
+                           ', '.join(str(r['pid']) for r in records)))
+        return wait or bool(records)
 
     def _any_active(self):
         return any(t.outcome == ACTIVE for t in self.targets.values())
@@ -467,14 +447,12 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             # A target exited after the last look: one more look for what it left behind.
             return False
         if not self.nvml_ok:
-            self._spare(self.deferred, 'not released: without NVML no look tells whether the context stayed')
-            self.deferred = []
+            self.rounds.spare_all('not released: without NVML no look tells whether the context stayed')
             return True
         if all(ok for ok, dummy in self._gpus_released().values()):
-            self._spare(self.deferred, KEEPER_HELD_BACK)
-            self.deferred = []
+            self.rounds.spare_all()
             return True
-        if self.deferred and self._next_keeper_round(now):
+        if self._next_keeper_round(now):
             return False
         return now >= self._memory_deadline()
 
@@ -498,8 +476,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                         'started_at': None, '_ended': None} for step in self.ladder]
         for record in self.plan.targets:
             self._add_target(record)
-        for record in self.deferred:
-            self._know_creators(record)
+        self.known_pids.update(self.rounds.creator_pids())
         try:
             self._freeze_supervisors()
             freeze_supervisors_done = self._now()
@@ -572,5 +549,5 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             'nvml_used': self.nvml_ok,
             'elapsed_seconds': round(elapsed, 3),
             'warnings': list(self.warnings),
-            'spared': list(self.spared),
+            'spared': [summarize(record, reason=reason) for record, reason in self.rounds.spared],
         }

@@ -44,6 +44,11 @@ RECEIVED = 'received'
 CLIENT = 'client'
 
 RANKS = {MAPPED: 1, SESSION: 2, RECEIVED: 3, CLIENT: 4}
+# Why a weaker keeper of a context was not signalled: the same words in check mode and after the run.
+KEEPER_HELD_BACK = 'weaker keeper: signalled only if the context stays once its stronger keepers are released'
+# Seconds after the last release before a kept context is taken to have stayed.
+KEEPER_ROUND_SLACK = 0.5
+
 EVIDENCE_TEXT = {
     MAPPED: 'has the GPU node mapped',
     SESSION: 'in the session or process group of the exited creator',
@@ -159,3 +164,78 @@ def warnings_for(contexts):
                          'its memory still counts on its GPU'
                          % (context['gpu'], creators, context['memory_mib']))
     return lines
+
+
+def keeper_round(record, contexts_alive=None):
+    """The rank (1 strongest) at which ``record`` keeps a context still alive, or None.
+
+    ``contexts_alive(entry)`` says whether a ``keeps`` entry's context is still
+    there (None: all are).
+    """
+    ranks = [entry['rank'] for entry in record.get('keeps') or []
+             if contexts_alive is None or contexts_alive(entry)]
+    return min(ranks) if ranks else None
+
+
+def keeper_rounds(records, contexts_alive=None):
+    """``(now, later)``: the keepers to release in this round, and those held back.
+
+    For each context still alive, the strongest candidates (lowest rank) go
+    now; the weaker ones wait until a look shows that the context stayed.
+    Records that keep no live context are in neither list. Pure.
+    """
+    best = {}
+    for record in records:
+        for entry in record.get('keeps') or []:
+            if contexts_alive is None or contexts_alive(entry):
+                key = (entry['gpu'], tuple(entry['creator_pids']))
+                best[key] = min(best.get(key, entry['rank']), entry['rank'])
+    now, later = [], []
+    for record in records:
+        alive = [entry for entry in record.get('keeps') or []
+                 if contexts_alive is None or contexts_alive(entry)]
+        if not alive:
+            continue
+        if any(entry['rank'] == best[(entry['gpu'], tuple(entry['creator_pids']))] for entry in alive):
+            now.append(record)
+        else:
+            later.append(record)
+    return now, later
+
+
+class KeeperRounds:
+    """The keepers held back for a later round of one release, and those it spared.
+
+    The loop asks ``next_round`` once no target is active and a GPU is still
+    held: with ``listed`` (GPU index -> PIDs NVML lists now) and the time of
+    the last release, it answers ``(records, wait)``: the keepers to start now,
+    and whether to keep looking before deciding (the driver gets
+    ``KEEPER_ROUND_SLACK`` seconds to free a context after its keeper left).
+    """
+
+    def __init__(self, deferred):
+        self.deferred = list(deferred or [])
+        self.spared = []  # (record, reason)
+
+    def creator_pids(self):
+        """The exited creators NVML lists the held-back keepers' contexts under."""
+        return set(pid for record in self.deferred for entry in record.get('keeps') or []
+                   for pid in entry['creator_pids'])
+
+    def spare_all(self, reason=KEEPER_HELD_BACK):
+        self.spared.extend((record, reason) for record in self.deferred)
+        self.deferred = []
+
+    def next_round(self, now, last_release, listed):
+        if not self.deferred:
+            return [], False
+        if last_release is not None and now - last_release < KEEPER_ROUND_SLACK:
+            return [], True
+
+        def alive(entry):
+            return bool(set(entry['creator_pids']) & set(listed.get(entry['gpu']) or ()))
+        start, later = keeper_rounds(self.deferred, alive)
+        self.spared.extend((record, KEEPER_HELD_BACK) for record in self.deferred
+                           if record not in start and record not in later)
+        self.deferred = later
+        return start, False

@@ -33,6 +33,7 @@ __metaclass__ = type
 import fnmatch
 import re
 
+from ._keepers import keeper_rounds
 from ._ladder import EscalationError
 from ._parents import KILL as PARENT_KILL
 from ._parents import parent_verdict
@@ -45,10 +46,6 @@ ON_SHARED_HOLDER = ('release', 'fail')
 TARGET = 'target'
 PROTECTED = 'protected'
 SKIPPED = 'skipped'
-
-
-# Why a weaker keeper of a context was not signalled: the same words in check mode and after the run.
-KEEPER_HELD_BACK = 'weaker keeper: signalled only if the context stays once its stronger keepers are released'
 
 
 class SharedHolderError(Exception):
@@ -280,43 +277,6 @@ class Plan:
     def changes(self):
         """Whether running the plan would send a signal."""
         return bool(self.targets or self.supervisors)
-
-
-def keeper_round(record, contexts_alive=None):
-    """The rank (1 strongest) at which ``record`` keeps a context still alive, or None.
-
-    ``contexts_alive(entry)`` says whether a ``keeps`` entry's context is still
-    there (None: all are).
-    """
-    ranks = [entry['rank'] for entry in record.get('keeps') or []
-             if contexts_alive is None or contexts_alive(entry)]
-    return min(ranks) if ranks else None
-
-
-def keeper_rounds(records, contexts_alive=None):
-    """``(now, later)``: the keepers to release in this round, and those held back.
-
-    For each context still alive, the strongest candidates (lowest rank) go
-    now; the weaker ones wait until a look shows that the context stayed.
-    Records that keep no live context are in neither list. Pure.
-    """
-    best = {}
-    for record in records:
-        for entry in record.get('keeps') or []:
-            if contexts_alive is None or contexts_alive(entry):
-                key = (entry['gpu'], tuple(entry['creator_pids']))
-                best[key] = min(best.get(key, entry['rank']), entry['rank'])
-    now, later = [], []
-    for record in records:
-        alive = [entry for entry in record.get('keeps') or []
-                 if contexts_alive is None or contexts_alive(entry)]
-        if not alive:
-            continue
-        if any(entry['rank'] == best[(entry['gpu'], tuple(entry['creator_pids']))] for entry in alive):
-            now.append(record)
-        else:
-            later.append(record)
-    return now, later
 
 
 def plan_release(holders, scope, processes=None):

@@ -17,9 +17,10 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _plan,
     _report,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import KEEPER_ROUND_SLACK, Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._keepers import KEEPER_HELD_BACK, KEEPER_ROUND_SLACK
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import KEEPER_HELD_BACK, build_scope, plan_release
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     add_parent,
     holder,

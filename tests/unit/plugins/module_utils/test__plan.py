@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _plan, _report
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _keepers, _plan, _report
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import EscalationError
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
     SharedHolderError,
@@ -213,11 +213,11 @@ def _keeper(pid, rank, gpu=0, creators=(41,), kind='compute'):
 def test_keeper_rounds_take_the_strongest_of_each_context_first():
     strong, weak, other_context, client = _keeper(50, 1), _keeper(51, 3), _keeper(60, 3, creators=(42,)), \
         _keeper(52, 4, kind='client')
-    now, later = _plan.keeper_rounds([strong, weak, other_context, client])
+    now, later = _keepers.keeper_rounds([strong, weak, other_context, client])
     assert [r['pid'] for r in now] == [50, 60]
     assert [r['pid'] for r in later] == [51, 52]
     # Once the first context is gone, its weaker keepers are in no round.
-    now, later = _plan.keeper_rounds([weak, client], contexts_alive=lambda entry: entry['creator_pids'] != [41])
+    now, later = _keepers.keeper_rounds([weak, client], contexts_alive=lambda entry: entry['creator_pids'] != [41])
     assert (now, later) == ([], [])
 
 
