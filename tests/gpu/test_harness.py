@@ -500,3 +500,80 @@ def test_ansible_floor_times_an_empty_playbook_and_ping_tasks(tmp_path):
     assert floor['repetitions'] == 1
     assert 0 < floor['empty_playbook_median_s'] < 60
     assert 0 < floor['ping_task_first_median_s'] < 60 and 0 < floor['ping_task_median_s'] < 60
+
+
+# -- the context shapes ---------------------------------------------------------------
+
+@pytest.fixture
+def node_files(tmp_path):
+    """Stand-ins for the device nodes as plain files: enough for descriptors, no root needed."""
+    folder = tmp_path / 'files'
+    folder.mkdir()
+    for name in ('nvidiactl', 'nvidia-uvm', 'nvidia0'):
+        (folder / name).write_bytes(b'')
+    return str(folder)
+
+
+def test_shape_commands_start_the_receiver_apart_from_the_sender():
+    commands = deployment.shape_commands('context_socket_receiver', '/run', 0, 4.0, socket_name='@s')
+    assert [name for name, dummy in commands] == ['receiver', 'creator']
+    assert [command[2] for dummy, command in commands] == ['receiver', 'sender']
+    assert all(command[command.index('--socket') + 1] == '@s' for dummy, command in commands)
+    assert deployment.shape_ready_names('context_forked_pool') == ['creator', 'pool0', 'pool1', 'pool2']
+    assert deployment.shape_ready_names('context_exited_leader') == ['leader']
+    with pytest.raises(ValueError):
+        deployment.shape_ready_names('context_other')
+
+
+def test_a_leader_that_exited_alone_is_no_zombie(node_files, tmp_path, owned):
+    """The main thread ends with the raw exit system call: /proc/PID/stat reads Z and /proc/PID/fd is
+    empty, while the other thread holds the nodes; the harness still counts the process as alive and its
+    cleanup still stops it."""
+    run_dir = str(tmp_path / 'run')
+    leader = subprocess.Popen([sys.executable, deployment.__file__, 'leader', '--run-dir', run_dir,
+                               '--simulate', node_files, '--gpu', '0', '--gib', '1'])
+    owned.add(leader.pid, label='leader')
+    wait_file(os.path.join(run_dir, 'ready', 'leader.json'))
+    record = deployment.read_json(os.path.join(run_dir, 'ready', 'leader.json'))
+    assert record['pid'] == leader.pid and procs.same_process(leader.pid, record['create_time'])
+    assert psutil.Process(leader.pid).status() == psutil.STATUS_ZOMBIE
+    assert not procs.is_zombie(leader.pid) and procs.live_threads(leader.pid) == [record['tid']]
+    seen = procs.context_holding(leader.pid, os.path.join(node_files, 'nvidia'))
+    assert seen['state'] == 'Z' and seen['fd_count'] == 0 and seen['fd_nodes'] == 0 and seen['threads'] == 2
+    by_tid = dict((task['tid'], task) for task in seen['tasks'])
+    assert by_tid[leader.pid]['state'] == 'Z' and by_tid[record['tid']]['fd_nodes'] == 3
+    assert [entry['pid'] for entry in owned.alive()] == [leader.pid]
+    assert owned.stop_all(grace=0.5) == []
+    assert leader.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_forked_children_and_a_receiver_keep_the_nodes_after_the_creator_dies(node_files, tmp_path, owned):
+    run_dir = str(tmp_path / 'run')
+    pool = subprocess.Popen([sys.executable, deployment.__file__, 'pool', '--gpu', '0', '--gib', '1', '--children',
+                             '2', '--run-dir', run_dir, '--simulate', node_files, '--ready-timeout', '30'])
+    owned.add(pool.pid, label='pool creator')
+    receiver = subprocess.Popen([sys.executable, deployment.__file__, 'receiver', '--socket', '@gpuops-test-%d'
+                                 % os.getpid(), '--run-dir', str(tmp_path / 'socket'), '--ready-timeout', '30'])
+    owned.add(receiver.pid, label='receiver')
+    sender = subprocess.Popen([sys.executable, deployment.__file__, 'sender', '--socket', '@gpuops-test-%d'
+                               % os.getpid(), '--gpu', '0', '--gib', '1', '--run-dir', str(tmp_path / 'socket'),
+                               '--simulate', node_files, '--ready-timeout', '30'])
+    owned.add(sender.pid, label='sender')
+    wait_file(os.path.join(run_dir, 'ready', 'creator.json'))
+    wait_file(str(tmp_path / 'socket' / 'ready' / 'creator.json'))
+    children = [deployment.read_json(os.path.join(run_dir, 'ready', 'pool%d.json' % index)) for index in (0, 1)]
+    for child in children:
+        owned.add(child['pid'], child['create_time'], label=child['name'])
+        assert psutil.Process(child['pid']).ppid() == pool.pid
+    got = deployment.read_json(str(tmp_path / 'socket' / 'ready' / 'receiver.json'))
+    names = ('nvidia-uvm', 'nvidia0', 'nvidiactl')
+    assert got['received'] == 3 and got['nodes'] == sorted(os.path.join(node_files, name) for name in names)
+    assert psutil.Process(receiver.pid).ppid() == os.getpid()
+    for creator in (pool, sender):
+        owned.signal(creator.pid, signal.SIGKILL)
+        creator.wait()
+    prefix = os.path.join(node_files, 'nvidia')
+    for pid in [child['pid'] for child in children] + [receiver.pid]:
+        assert procs.context_holding(pid, prefix)['fd_nodes'] == 3
+    assert owned.stop_all(grace=0.5) == []
+    receiver.wait()
