@@ -448,8 +448,10 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     # Contexts whose creator is gone, and who keeps them. Outside the host's PID namespace an old
     # driver may name PIDs of another namespace: there, a mere NVML client is never taken for a keeper.
     contexts = []
-    if nvml_processes:
-        gone = _keepers.gone_creators(nvml_processes, dict((r['pid'], r) for r in records), set(invisible))
+    if nvml_view is not None and nvml_view.available:
+        by_pid = dict((r['pid'], r) for r in records)
+        gone = _keepers.gone_creators(nvml_processes, by_pid, set(invisible))
+        unexplained = _keepers.unexplained_memory(gpus, nvml_processes, by_pid, gone)
 
         def maps_of(pids):
             mapped_now, dummy, dummy2 = _procread.read_maps(pids, prefix, read_timeout, proc_root)
@@ -457,7 +459,7 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         index_to_minor = dict((index, minor) for minor, index in minor_to_index.items())
         contexts = _keepers.attribute(records, gone, index_to_minor, maps_of,
                                       dict((index, set(processes)) for index, processes in nvml_processes.items()),
-                                      clients_may_keep=shares_namespace)
+                                      clients_may_keep=shares_namespace, unexplained=unexplained)
         contexts = [context for context in contexts if context['gpu'] in selected]
         warnings.extend(_keepers.warnings_for(contexts))
         invisible = [pid for pid in invisible if not any(pid in c['creator_pids'] for c in contexts)]

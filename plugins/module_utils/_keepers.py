@@ -74,6 +74,32 @@ def gone_creators(nvml_processes, records_by_pid, missing_pids):
     return gone
 
 
+# Memory beyond what NVML's live processes account for that counts as a context whose creator is gone.
+# Per-process figures are rounded and leave some driver overhead out: a little slack is no context.
+UNEXPLAINED_MIB = 256
+
+
+def unexplained_memory(gpus, nvml_processes, records_by_pid, gone):
+    """``{gpu index: MiB}`` used beyond what the live processes NVML lists account for.
+
+    Only for GPUs with no gone creator already (``gone``), whose every listed
+    process reports its memory, and where the excess is above ``UNEXPLAINED_MIB``.
+    """
+    found = {}
+    for gpu in gpus:
+        index, used = gpu['index'], gpu.get('memory_used_mib')
+        if used is None or index in gone:
+            continue
+        listed = nvml_processes.get(index) or {}
+        if any(entry.get('memory_mib') is None for entry in listed.values()):
+            continue
+        accounted = sum(entry['memory_mib'] for pid, entry in listed.items()
+                        if (records_by_pid.get(pid) or {}).get('state') not in (None, 'zombie', 'dead'))
+        if used - accounted > UNEXPLAINED_MIB:
+            found[index] = used - accounted
+    return found
+
+
 def evidence_of(record, index, minor, creators, maps):
     """The evidence, strongest first, that ``record`` keeps a context of GPU ``index``.
 
@@ -93,30 +119,41 @@ def evidence_of(record, index, minor, creators, maps):
     return evidence
 
 
-def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_keep=True):
+def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_keep=True, unexplained=None):
     """Mark the keepers among ``holders`` (records, changed in place); return the contexts.
 
     ``gone`` is ``gone_creators``'s answer; ``maps_of(pids)`` returns
     ``{pid: set of mapped NVIDIA paths or None}``; ``nvml_listed`` maps a GPU
     index to the set of PIDs NVML lists on it (those hold a context of their
     own there). Returns ``[{"gpu", "creator_pids", "memory_mib", "keepers"}]``.
-    Records of the module itself and its ancestors are never keepers, nor,
+    Records of the module itself and its ancestors are never keepers, nor
+    processes NVML lists on any GPU, nor,
     unless ``clients_may_keep``, a candidate with no evidence but ``client``.
+    ``unexplained`` (``unexplained_memory``) adds, per GPU, memory no live
+    process accounts for: a context whose creator NVML no longer names
+    (``creator_pids`` empty), recorded only where some process may keep it.
     """
     contexts = []
+    gone = dict(gone)
+    unexplained = dict(unexplained or {})
+    for index, mib in unexplained.items():
+        gone.setdefault(index, {None: mib})
     if not gone:
         return contexts
     candidates = {}
     for index in sorted(gone):
         for record in holders:
-            if record.get('is_self') or record['pid'] in nvml_listed.get(index, ()):
+            # A process NVML lists anywhere computes on its own contexts; a CUDA process opens the node of
+            # every GPU it can see. It is no keeper of another's.
+            if record.get('is_self') or record.get('nvml_types') or record['pid'] in nvml_listed.get(index, ()):
                 continue
             if index in (record.get('node_gpus') or record.get('gpus') or []):
                 candidates.setdefault(index, []).append(record)
     wanted = sorted(set(record['pid'] for records in candidates.values() for record in records))
     maps = maps_of(wanted) if wanted else {}
     for index in sorted(gone):
-        creators = gone[index]
+        creators = dict((pid, mib) for pid, mib in gone[index].items() if pid is not None)
+        memory = sum(gone[index].values())
         keepers = []
         for record in candidates.get(index, []):
             evidence = evidence_of(record, index, index_to_minor.get(index, index), set(creators),
@@ -125,7 +162,7 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
             if rank == RANKS[CLIENT] and not clients_may_keep:
                 continue
             record.setdefault('keeps', []).append({
-                'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': sum(creators.values()),
+                'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': memory,
                 'evidence': evidence, 'rank': rank})
             current = record.get('keeper_rank')
             record['keeper_rank'] = rank if current is None else min(current, rank)
@@ -134,8 +171,9 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
             if index not in record['gpus']:
                 record['gpus'] = sorted(set(record['gpus']) | set([index]))
             keepers.append(record['pid'])
-        contexts.append({'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': sum(creators.values()),
-                         'keepers': sorted(keepers)})
+        if creators or keepers:
+            contexts.append({'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': memory,
+                             'keepers': sorted(keepers)})
     return contexts
 
 
@@ -143,10 +181,15 @@ def describe(record):
     """``keeps the context of exited pid 41 on GPU 0 (has the GPU node mapped)``, or ''."""
     parts = []
     for entry in record.get('keeps') or []:
-        parts.append('keeps the context of exited pid %s on GPU %d (%s)' % (
-            ', '.join(str(pid) for pid in entry['creator_pids']), entry['gpu'],
-            '; '.join(EVIDENCE_TEXT[item] for item in entry['evidence'])))
+        parts.append('%s on GPU %d (%s)' % (_whose(entry), entry['gpu'],
+                                            '; '.join(EVIDENCE_TEXT[item] for item in entry['evidence'])))
     return ', '.join(parts)
+
+
+def _whose(context):
+    if context['creator_pids']:
+        return 'keeps the context of exited pid %s' % ', '.join(str(pid) for pid in context['creator_pids'])
+    return 'may keep %d MiB that no live process NVML lists accounts for' % context['memory_mib']
 
 
 def warnings_for(contexts):
@@ -154,7 +197,11 @@ def warnings_for(contexts):
     lines = []
     for context in contexts:
         creators = ', '.join(str(pid) for pid in context['creator_pids'])
-        if context['keepers']:
+        if not context['creator_pids']:
+            lines.append('GPU %d: %d MiB used beyond what the live processes NVML lists account for; pid %s '
+                         'hold the GPU\'s node and may keep it' % (
+                             context['gpu'], context['memory_mib'], ', '.join(str(p) for p in context['keepers'])))
+        elif context['keepers']:
             lines.append('GPU %d: NVML lists PID %s (%d MiB), which has exited; its context is kept by pid %s'
                          % (context['gpu'], creators, context['memory_mib'],
                             ', '.join(str(pid) for pid in context['keepers'])))

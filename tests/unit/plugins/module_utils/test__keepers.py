@@ -183,3 +183,24 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def test_memory_no_live_process_accounts_for_is_a_context_with_no_creator():
+    gpus = [{'index': 0, 'memory_used_mib': 6000}, {'index': 1, 'memory_used_mib': 4200},
+            {'index': 2, 'memory_used_mib': 5000}, {'index': 3, 'memory_used_mib': 900}]
+    processes = {1: {60: {'memory_mib': 4096}}, 2: {61: {'memory_mib': None}}, 3: {62: {'memory_mib': 100}}}
+    records = {60: {'state': 'sleeping'}, 61: {'state': 'sleeping'}, 62: {'state': 'zombie'}}
+    # GPU 0: nothing listed; 1: within the slack; 2: a figure unknown; 3: its listed process has exited.
+    assert _keepers.unexplained_memory(gpus, processes, records, gone={}) == {0: 6000, 3: 900}
+    assert _keepers.unexplained_memory(gpus, processes, records, gone={3: {62: 100}}) == {0: 6000}
+
+    receiver = record(51, [0])
+    worker = record(60, [0, 1], kind='compute', nvml_types=['compute'])
+    contexts = _keepers.attribute([receiver, worker], {}, {0: 0}, lambda pids: dict((p, set()) for p in pids),
+                                  {1: {60}}, unexplained={0: 6000})
+    assert contexts == [{'gpu': 0, 'creator_pids': [], 'memory_mib': 6000, 'keepers': [51]}]
+    assert receiver['keeps'][0]['rank'] == 3 and 'keeps' not in worker
+    assert 'may keep 6000 MiB that no live process NVML lists accounts for' in _keepers.describe(receiver)
+    assert _keepers.warnings_for(contexts)[0].startswith('GPU 0: 6000 MiB used beyond what the live processes')
+    # Nobody to keep it: no context recorded (a stuck context is the proof's and the reset's business).
+    assert _keepers.attribute([], {}, {0: 0}, dict, {}, unexplained={0: 6000}) == []

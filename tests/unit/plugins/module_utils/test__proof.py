@@ -225,7 +225,7 @@ def test_the_proof_gives_up_early_when_only_protected_holders_keep_the_gpu():
     def sleep(seconds):
         now[0] += seconds
     verdict = wait_until_free(probe, timeout_seconds=30, poll_interval=0.1, clock=lambda: now[0], sleep=sleep)
-    assert not verdict['free'] and verdict['left_on_purpose']
+    assert not verdict['free'] and verdict['nothing_in_flight']
     assert len(polls) == FAIL_FAST_POLLS and verdict['waited_seconds'] < 1
     assert any('protected, so never signalled' in line for line in verdict['lines'])
     assert 'protected (protected executable nv-hostengine)' in verdict['lines'][0]
@@ -261,3 +261,28 @@ def test_the_proof_gives_up_early_on_what_the_release_left_alone():
 def test_left_alone_items_must_name_a_pid(entries):
     with pytest.raises(ProofError, match=r'^left_alone\[0\]: must be a dict with a positive integer pid; got: '):
         check_left_alone(entries)
+
+
+def test_after_a_release_memory_no_holder_explains_elsewhere_fails_fast_once_it_stops_dropping():
+    readings = iter([8192, 6144, 4096, 4096, 4096, 4096, 4096, 4096])
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    def probe():
+        return [gpu(0, next(readings))], [], True
+    verdict = wait_until_free(probe, timeout_seconds=30, poll_interval=0.1, clock=lambda: now[0], sleep=sleep,
+                              left_alone={}, released_gpus=[1])
+    # Three polls while it dropped, then three once it had stopped.
+    assert verdict['polls'] == 6 and not verdict['free'] and verdict['nothing_in_flight']
+
+
+def test_memory_on_a_gpu_the_release_just_released_is_waited_on():
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+    verdict = wait_until_free(lambda: ([gpu(0, 4096)], [], True), timeout_seconds=2, poll_interval=0.5,
+                              clock=lambda: now[0], sleep=sleep, left_alone={}, released_gpus=[0])
+    assert verdict['polls'] == 5 and not verdict['nothing_in_flight']
