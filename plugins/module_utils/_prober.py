@@ -22,7 +22,7 @@ import os
 import signal
 
 from ._grace import grace_case
-from ._identity import DENIED, ProcessRef, identity_status
+from ._identity import DENIED, ProcessRef, identity_status, process_status
 from ._procfs import (
     DEV_DIR,
     PROC_ROOT,
@@ -75,7 +75,7 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
             # The controlling terminal tells an interactive shell.
             info['tty'] = stat['tty_nr'] or None
         info['children'] = [child for child in child_pids(pid)
-                            if _safe_status(child) not in ('zombie', 'gone')]
+                            if process_status(child) not in ('zombie', 'gone')]
     except Exception:  # pylint: disable=broad-except
         return None
     info['title'] = None
@@ -96,11 +96,6 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
     return info
 
 
-def _safe_status(pid):
-    try:
-        return psutil.Process(pid).status()
-    except Exception:  # pylint: disable=broad-except
-        return 'gone'
 
 
 def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT):
@@ -244,11 +239,8 @@ class ProcProber:
         info = describe_process(pid, self.read_timeout)
         if info is None:
             return None
-        try:
-            status = psutil.Process(pid).status()
-        except Exception:  # pylint: disable=broad-except
-            status = None
-        info.update({'state': status, 'kind': 'compute', 'gpus': [], 'gpu_memory_mib': {},
+        status = process_status(pid)
+        info.update({'state': None if status == 'gone' else status, 'kind': 'compute', 'gpus': [], 'gpu_memory_mib': {},
                      'memory_mib': 0, 'protected': False, 'is_self': False})
         ignored = self.ignored_signals(pid)
         info['sigterm_ignored'] = bool(ignored and signal.SIGTERM in ignored)

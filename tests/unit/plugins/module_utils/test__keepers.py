@@ -168,6 +168,7 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
         assert _procfs.fd_device_paths(proc.pid, str(tmp_path) + '/nvidia') == {node}
         ref = _identity.ProcessRef(proc.pid, _holders._create_time(proc.pid, stat_now, '/proc'))
         assert _identity.identity_status(ref) == 'sleeping'
+        assert _identity.process_status(proc.pid) == 'sleeping'
         snapshot = _holders.discover(_view({0: {proc.pid: {'memory_mib': 500, 'types': {'compute'}}}}),
                                      dev_dir=str(tmp_path), shares_namespace=True)
         record = [h for h in snapshot.holders if h['pid'] == proc.pid][0]
