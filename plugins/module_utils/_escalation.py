@@ -34,8 +34,8 @@ from ._guardian import FreezeLedger
 from ._identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_process
 from ._ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
 from ._newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
-from ._keepers import KeeperRounds
-from ._plan import Scope, summarize
+from ._keepers import KEEPER_ROUND_SLACK, RANKS, KeeperRounds, left_behind
+from ._plan import TARGET, Scope, newcomer_verdict, summarize
 from ._prober import DEFAULT_READ_TIMEOUT, ProcProber
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -194,6 +194,10 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         self.adoption_limit = total_wait(ladder) + ADOPTION_SLACK_SECONDS
         # Keepers of a context held back for a later round, and those its release made unneeded.
         self.rounds = KeeperRounds(getattr(plan, 'deferred', None))
+        # What descended from each target when the release started, and the targets already searched
+        # for keepers of a context they left behind.
+        self._descendants = {}
+        self._searched = set()
 
     # -- helpers -----------------------------------------------------------
 
@@ -420,6 +424,47 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         for entry in record.get('keeps') or []:
             self.known_pids.update(entry['creator_pids'])
 
+    def _keepers_left_behind(self, now):
+        """Look, once for each exited target NVML still lists, for whoever keeps its context now.
+
+        A forked child or a receiver of the descriptors keeps a context after its
+        creator's polite exit; the creator was a target, so what descended from it
+        then, its session and the maps tell who. Candidates are judged as newcomers
+        are (scope, protection) and join the keeper rounds. True when one was found.
+        """
+        exited = {}
+        for pid, target in self.targets.items():
+            if pid in self._searched or target.outcome != RELEASED or target.released_at is None:
+                continue
+            if now - target.released_at < KEEPER_ROUND_SLACK:
+                continue
+            self._searched.add(pid)
+            if any(pid in self.pids_after.get(index, ()) for index in target.record.get('gpus') or []):
+                exited[pid] = dict(target.record, descendants=self._descendants.get(pid, ()))
+        if not exited:
+            return False
+        host_namespace = getattr(self.prober, 'in_host_namespace', lambda: True)()
+        found = left_behind(
+            exited, self.pids_after, self.prober.device_holders(),
+            lambda minor: self.minor_to_index.get(minor) if self.minor_to_index is not None else minor,
+            set(self.targets) | self.own_pids, self.prober.describe,
+            getattr(self.prober, 'mapped', lambda pids: {}))
+        added = False
+        for record in found:
+            self.known_pids.add(record['pid'])
+            if record['keeper_rank'] == RANKS['client'] and not host_namespace:
+                continue
+            record.update({'adopted': True, 'is_self': record['pid'] in self.own_pids})
+            record['protected'], record['protected_reason'] = self._protection(record)
+            verdict, reason = newcomer_verdict(dict(record, kind='compute'), self.scope, self.own_pids)
+            if verdict == TARGET:
+                self.rounds.deferred.append(record)
+                added = True
+            else:
+                self.rounds.spared.append((record, 'keeps the context of exited pid %s; %s' % (
+                    ', '.join(str(p) for p in record['keeps'][0]['creator_pids']), reason)))
+        return added
+
     def _next_keeper_round(self, now):
         """Start the weaker keepers of the contexts that stayed; True when the loop must go on."""
         released = [t.released_at for t in self.targets.values() if t.released_at is not None]
@@ -452,6 +497,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         if all(ok for ok, dummy in self._gpus_released().values()):
             self.rounds.spare_all()
             return True
+        self._keepers_left_behind(now)
         if self._next_keeper_round(now):
             return False
         return now >= self._memory_deadline()
@@ -476,6 +522,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                         'started_at': None, '_ended': None} for step in self.ladder]
         for record in self.plan.targets:
             self._add_target(record)
+            self._descendants[record['pid']] = set(ref.pid for ref in self.prober.descendants(record['pid']))
         self.known_pids.update(self.rounds.creator_pids())
         try:
             self._freeze_supervisors()

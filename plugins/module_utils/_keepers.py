@@ -39,11 +39,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 MAPPED = 'mapped'
+DESCENDANT = 'descendant'
 SESSION = 'session'
 RECEIVED = 'received'
 CLIENT = 'client'
 
-RANKS = {MAPPED: 1, SESSION: 2, RECEIVED: 3, CLIENT: 4}
+RANKS = {MAPPED: 1, DESCENDANT: 2, SESSION: 2, RECEIVED: 3, CLIENT: 4}
 # Why a weaker keeper of a context was not signalled: the same words in check mode and after the run.
 KEEPER_HELD_BACK = 'weaker keeper: signalled only if the context stays once its stronger keepers are released'
 # Seconds after the last release before a kept context is taken to have stayed.
@@ -51,6 +52,7 @@ KEEPER_ROUND_SLACK = 0.5
 
 EVIDENCE_TEXT = {
     MAPPED: 'has the GPU node mapped',
+    DESCENDANT: 'descends from the exited creator',
     SESSION: 'in the session or process group of the exited creator',
     RECEIVED: 'holds the node without having opened the driver itself (descriptors received)',
     CLIENT: 'an NVML client: only what else explains the memory is released first',
@@ -100,17 +102,23 @@ def unexplained_memory(gpus, nvml_processes, records_by_pid, gone):
     return found
 
 
-def evidence_of(record, index, minor, creators, maps):
+def evidence_of(record, index, minor, creators, maps, descendants=(), sessions=()):
     """The evidence, strongest first, that ``record`` keeps a context of GPU ``index``.
 
     ``minor`` is the GPU's device minor; ``creators`` the gone PIDs on it;
     ``maps`` the NVIDIA paths the process has mapped, or None when unread.
+    Where the creators were seen alive (a release's own targets),
+    ``descendants`` are the PIDs that descended from them then, and
+    ``sessions`` their sessions.
     """
     evidence = []
     gpu_node = '/nvidia%d' % minor
     if maps is not None and any(path.endswith(gpu_node) for path in maps):
         evidence.append(MAPPED)
-    if record.get('session') in creators or record.get('pgrp') in creators:
+    if record['pid'] in descendants:
+        evidence.append(DESCENDANT)
+    if (record.get('session') in creators or record.get('pgrp') in creators
+            or (record.get('session') is not None and record.get('session') in sessions)):
         evidence.append(SESSION)
     if maps is None or not maps:
         evidence.append(RECEIVED)
@@ -175,6 +183,58 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
             contexts.append({'gpu': index, 'creator_pids': sorted(creators), 'memory_mib': memory,
                              'keepers': sorted(keepers)})
     return contexts
+
+
+def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pid, maps_of):
+    """Keepers of the contexts that a release's exited targets left behind.
+
+    ``exited`` maps the PID of each exited target that NVML still lists
+    (``listed``: GPU index -> PIDs) to its record, with ``descendants`` (the
+    PIDs that descended from it when the release started). ``node_holders``
+    is a ``/proc`` scan (``{pid: {"minors": set}}``); ``index_of_minor`` maps
+    a device minor to a GPU index; ``known`` PIDs are never candidates (the
+    release's targets, this module). ``describe_pid(pid)`` returns a record
+    (``pid``, ``session``, ``pgrp``, ...) or None; ``maps_of(pids)`` the mapped
+    NVIDIA paths. Returns the candidates' records, each with ``keeps`` and
+    ``keeper_rank``: the release judges them by its scope and protection.
+    """
+    by_gpu = {}
+    for index, pids in listed.items():
+        creators = sorted(pid for pid in pids if pid in exited)
+        if creators:
+            by_gpu[index] = creators
+    if not by_gpu:
+        return []
+    candidates = {}
+    for pid, held in node_holders.items():
+        if pid in known or pid in exited:
+            continue
+        for minor in held.get('minors') or ():
+            index = index_of_minor(minor)
+            if index in by_gpu:
+                candidates.setdefault(pid, set()).add((index, minor))
+    if not candidates:
+        return []
+    maps = maps_of(sorted(candidates))
+    found = []
+    for pid in sorted(candidates):
+        record = describe_pid(pid)
+        if record is None:
+            continue
+        for index, minor in sorted(candidates[pid]):
+            creators = by_gpu[index]
+            descendants = set(child for c in creators for child in exited[c].get('descendants') or ())
+            sessions = set(exited[c].get('session') for c in creators) - set([None])
+            evidence = evidence_of(record, index, minor, set(creators), maps.get(pid), descendants, sessions)
+            rank = min(RANKS[item] for item in evidence)
+            memory = sum(int((exited[c].get('gpu_memory_mib') or {}).get(str(index)) or 0) for c in creators)
+            record.setdefault('keeps', []).append({'gpu': index, 'creator_pids': creators, 'memory_mib': memory,
+                                                   'evidence': evidence, 'rank': rank})
+            record['keeper_rank'] = min(record.get('keeper_rank') or rank, rank)
+        record['gpus'] = sorted(set(entry['gpu'] for entry in record['keeps']))
+        record['kind'] = 'compute' if record['keeper_rank'] < RANKS[CLIENT] else 'client'
+        found.append(record)
+    return found
 
 
 def describe(record):

@@ -63,6 +63,8 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
                 'name': stat['comm'],
                 'create_time': proc.create_time(),
                 'uid': proc.uids().real,
+                'pgrp': stat['pgrp'],
+                'session': stat['session'],
             }
             try:
                 info['user'] = proc.username()
@@ -198,6 +200,18 @@ class ProcProber:
             return grace_case(read_status(pid), signum)
         except Exception:  # pylint: disable=broad-except
             return None
+
+    def mapped(self, pids):
+        """``{pid: set of mapped NVIDIA paths, or None when unread}``, each read within ``read_timeout``."""
+        prefix = self.dev_dir.rstrip('/') + '/nvidia'
+        found = read_maps(pids, prefix, self.read_timeout, self.proc_root)[0]
+        return dict((pid, found.get(pid)) for pid in pids)
+
+    def in_host_namespace(self):
+        """Whether NVML's PIDs are this process's (``_visibility``)."""
+        if self.shares_namespace is None:
+            self.shares_namespace = in_initial_pid_namespace()
+        return self.shares_namespace
 
     def descendants(self, pid):
         """``ProcessRef`` of every live descendant of ``pid``."""

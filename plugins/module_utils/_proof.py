@@ -48,7 +48,7 @@ INCLUDE_HINTS = (
     ('title does not match', 'match (gpu_reclaim_scope_match)'),
     ('systemd unit not selected', 'systemd_units (gpu_reclaim_scope_systemd_units)'),
     ('container not selected', 'containers (gpu_reclaim_scope_containers)'),
-    ('kind ', 'kinds (gpu_reclaim_scope_kinds)'),
+    ('kind ', 'kinds (gpu_reclaim_scope_kinds), where the other scope filters select it too'),
     ('out of scope', 'gpus (gpu_reclaim_gpus)'),
     ('managed by Kubernetes pod', 'release_pods (gpu_reclaim_scope_pods), or drain the node'),
     ('permission denied', 'running the release as root (become: true)'),
