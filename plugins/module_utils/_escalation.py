@@ -35,7 +35,7 @@ from ._identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_pr
 from ._ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
 from ._newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
 from ._keepers import KEEPER_ROUND_SLACK, RANKS, KeeperRounds, left_behind
-from ._plan import TARGET, Scope, newcomer_verdict, summarize
+from ._plan import TARGET, Scope, keeper_hold_back, newcomer_verdict, summarize
 from ._prober import DEFAULT_READ_TIMEOUT, ProcProber
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -448,7 +448,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             exited, self.pids_after, self.prober.device_holders(),
             lambda minor: self.minor_to_index.get(minor) if self.minor_to_index is not None else minor,
             set(self.targets) | self.own_pids, self.prober.describe,
-            getattr(self.prober, 'mapped', lambda pids: {}))
+            getattr(self.prober, 'mapped', lambda pids: {}), use_sessions=host_namespace)
         added = False
         for record in found:
             self.known_pids.add(record['pid'])
@@ -457,6 +457,10 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             record.update({'adopted': True, 'is_self': record['pid'] in self.own_pids})
             record['protected'], record['protected_reason'] = self._protection(record)
             verdict, reason = newcomer_verdict(dict(record, kind='compute'), self.scope, self.own_pids)
+            held_back = [keeper_hold_back(entry, record, self.scope) for entry in record['keeps']]
+            if verdict == TARGET and all(held_back):
+                verdict, reason = None, held_back[0]
+            record['keeps'] = [entry for entry, why in zip(record['keeps'], held_back) if not why] or record['keeps']
             if verdict == TARGET:
                 self.rounds.deferred.append(record)
                 added = True

@@ -90,7 +90,8 @@ def unexplained_memory(gpus, nvml_processes, records_by_pid, gone):
     found = {}
     for gpu in gpus:
         index, used = gpu['index'], gpu.get('memory_used_mib')
-        if used is None or index in gone:
+        # Without the v2 struct (no reserved figure), used memory counts the driver's reservation.
+        if used is None or gpu.get('memory_reserved_mib') is None or index in gone:
             continue
         listed = nvml_processes.get(index) or {}
         if any(entry.get('memory_mib') is None for entry in listed.values()):
@@ -102,14 +103,16 @@ def unexplained_memory(gpus, nvml_processes, records_by_pid, gone):
     return found
 
 
-def evidence_of(record, index, minor, creators, maps, descendants=(), sessions=()):
+def evidence_of(record, index, minor, creators, maps, descendants=(), sessions=(), use_sessions=True):
     """The evidence, strongest first, that ``record`` keeps a context of GPU ``index``.
 
     ``minor`` is the GPU's device minor; ``creators`` the gone PIDs on it;
     ``maps`` the NVIDIA paths the process has mapped, or None when unread.
     Where the creators were seen alive (a release's own targets),
     ``descendants`` are the PIDs that descended from them then, and
-    ``sessions`` their sessions.
+    ``sessions`` their sessions. Session evidence needs ``use_sessions``
+    (the host's PID namespace: elsewhere a session led from outside reads 0).
+    Maps that could not be read give no evidence either way.
     """
     evidence = []
     gpu_node = '/nvidia%d' % minor
@@ -117,17 +120,19 @@ def evidence_of(record, index, minor, creators, maps, descendants=(), sessions=(
         evidence.append(MAPPED)
     if record['pid'] in descendants:
         evidence.append(DESCENDANT)
-    if (record.get('session') in creators or record.get('pgrp') in creators
-            or (record.get('session') is not None and record.get('session') in sessions)):
+    session, group = record.get('session'), record.get('pgrp')
+    if use_sessions and session not in (None, 0) and (session in creators or group in creators
+                                                      or session in sessions):
         evidence.append(SESSION)
-    if maps is None or not maps:
+    if maps is not None and not maps:
         evidence.append(RECEIVED)
-    elif MAPPED not in evidence:
+    elif maps is not None and MAPPED not in evidence:
         evidence.append(CLIENT)
     return evidence
 
 
-def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_keep=True, unexplained=None):
+def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_keep=True, unexplained=None,
+              selected=None):
     """Mark the keepers among ``holders`` (records, changed in place); return the contexts.
 
     ``gone`` is ``gone_creators``'s answer; ``maps_of(pids)`` returns
@@ -140,12 +145,16 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
     ``unexplained`` (``unexplained_memory``) adds, per GPU, memory no live
     process accounts for: a context whose creator NVML no longer names
     (``creator_pids`` empty), recorded only where some process may keep it.
+    Only the GPUs in ``selected`` (None: all) are looked at: a record keeps
+    nothing outside them.
     """
     contexts = []
     gone = dict(gone)
     unexplained = dict(unexplained or {})
     for index, mib in unexplained.items():
         gone.setdefault(index, {None: mib})
+    if selected is not None:
+        gone = dict((index, creators) for index, creators in gone.items() if index in selected)
     if not gone:
         return contexts
     candidates = {}
@@ -165,7 +174,9 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
         keepers = []
         for record in candidates.get(index, []):
             evidence = evidence_of(record, index, index_to_minor.get(index, index), set(creators),
-                                   maps.get(record['pid']))
+                                   maps.get(record['pid']), use_sessions=clients_may_keep)
+            if not evidence:
+                continue
             rank = min(RANKS[item] for item in evidence)
             if rank == RANKS[CLIENT] and not clients_may_keep:
                 continue
@@ -185,7 +196,7 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
     return contexts
 
 
-def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pid, maps_of):
+def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pid, maps_of, use_sessions=True):
     """Keepers of the contexts that a release's exited targets left behind.
 
     ``exited`` maps the PID of each exited target that NVML still lists
@@ -205,9 +216,11 @@ def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pi
             by_gpu[index] = creators
     if not by_gpu:
         return []
+    listed_anywhere = set(pid for pids in listed.values() for pid in pids)
     candidates = {}
     for pid, held in node_holders.items():
-        if pid in known or pid in exited:
+        # A process NVML lists computes on its own contexts (see ``attribute``).
+        if pid in known or pid in exited or pid in listed_anywhere:
             continue
         for minor in held.get('minors') or ():
             index = index_of_minor(minor)
@@ -225,13 +238,18 @@ def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pi
             creators = by_gpu[index]
             descendants = set(child for c in creators for child in exited[c].get('descendants') or ())
             sessions = set(exited[c].get('session') for c in creators) - set([None])
-            evidence = evidence_of(record, index, minor, set(creators), maps.get(pid), descendants, sessions)
+            evidence = evidence_of(record, index, minor, set(creators), maps.get(pid), descendants, sessions,
+                                   use_sessions=use_sessions)
+            if not evidence:
+                continue
             rank = min(RANKS[item] for item in evidence)
             memory = sum(int((exited[c].get('gpu_memory_mib') or {}).get(str(index)) or 0) for c in creators)
             record.setdefault('keeps', []).append({'gpu': index, 'creator_pids': creators, 'memory_mib': memory,
                                                    'evidence': evidence, 'rank': rank})
             record['keeper_rank'] = min(record.get('keeper_rank') or rank, rank)
-        record['gpus'] = sorted(set(entry['gpu'] for entry in record['keeps']))
+        if not record.get('keeps'):
+            continue
+        record['gpus'] = sorted(set(record.get('gpus') or []) | set(entry['gpu'] for entry in record['keeps']))
         record['kind'] = 'compute' if record['keeper_rank'] < RANKS[CLIENT] else 'client'
         found.append(record)
     return found

@@ -320,6 +320,8 @@ def verdict_message(verdict):
 # Polls in a row that find the GPUs held only by what no release takes away (or memory nothing is
 # freeing, no longer dropping), before the proof gives up.
 FAIL_FAST_POLLS = 3
+# ... and the seconds those polls must span, so that a fast poll interval judges no less.
+FAIL_FAST_SECONDS = 1.0
 
 
 def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVAL, clock=time.monotonic,
@@ -332,8 +334,8 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
     """
     start = clock()
     polls = 0
-    settled = 0
-    last_used = None
+    settled, settled_since = 0, None
+    last_used = {}
     while True:
         # A GPU found free at the first look was waited on for 0 s.
         looked_at = clock() - start
@@ -344,11 +346,15 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
             waited = looked_at
             break
         waited = clock() - start
-        used = sum(g['memory_used_mib'] or 0 for g in verdict['gpus'])
-        dropping = last_used is not None and used < last_used
+        used = dict((g['index'], g['memory_used_mib'] or 0) for g in verdict['gpus'])
+        dropping = any(index in last_used and mib < last_used[index] for index, mib in used.items())
         last_used = used
-        settled = settled + 1 if verdict['nothing_in_flight'] and not dropping else 0
-        if waited >= timeout_seconds or settled >= FAIL_FAST_POLLS:
+        if verdict['nothing_in_flight'] and not dropping:
+            settled += 1
+            settled_since = waited if settled_since is None else settled_since
+        else:
+            settled, settled_since = 0, None
+        if waited >= timeout_seconds or (settled >= FAIL_FAST_POLLS and waited - settled_since >= FAIL_FAST_SECONDS):
             break
         sleep(max(0.0, min(poll_interval, timeout_seconds - waited)))
     verdict['waited_seconds'] = round(waited, 3)

@@ -321,7 +321,7 @@ def test_a_weaker_keeper_is_spared_when_the_stronger_one_frees_the_context():
     world = ContextWorld([50])
     for record in (strong, client):
         world.add(record)
-    plan, result = run(world, [strong, client], scope=build_scope([0]))
+    plan, result = run(world, [strong, client], scope=build_scope([0], kinds=['compute', 'client']))
     assert [entry['pid'] for entry in result['released']] == [50]
     assert [pid for dummy, pid, dummy2 in world.sent] == [50]
     assert [(entry['pid'], entry['reason']) for entry in result['spared']] == [(52, KEEPER_HELD_BACK)]

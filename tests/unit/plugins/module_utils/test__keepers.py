@@ -33,7 +33,8 @@ def record(pid, gpus, session=0, pgrp=0, **extra):
     ({'/dev/nvidia0', '/dev/nvidiactl'}, 0, ['mapped']),
     ({'/dev/nvidia0'}, 41, ['mapped', 'session']),
     (set(), 0, ['received']),
-    (None, 0, ['received']),
+    # Maps that could not be read tell nothing.
+    (None, 0, []),
     ({'/dev/nvidiactl'}, 0, ['client']),
     ({'/dev/nvidiactl'}, 41, ['session', 'client']),
     # A CUDA process of another GPU maps that GPU's node, not this one's.
@@ -187,8 +188,12 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
 
 
 def test_memory_no_live_process_accounts_for_is_a_context_with_no_creator():
-    gpus = [{'index': 0, 'memory_used_mib': 6000}, {'index': 1, 'memory_used_mib': 4200},
-            {'index': 2, 'memory_used_mib': 5000}, {'index': 3, 'memory_used_mib': 900}]
+    gpus = [{'index': 0, 'memory_used_mib': 6000, 'memory_reserved_mib': 615},
+            {'index': 1, 'memory_used_mib': 4200, 'memory_reserved_mib': 615},
+            {'index': 2, 'memory_used_mib': 5000, 'memory_reserved_mib': 615},
+            {'index': 3, 'memory_used_mib': 900, 'memory_reserved_mib': 615},
+            # v1 memory only: used counts the reservation, so nothing is unexplained.
+            {'index': 4, 'memory_used_mib': 900, 'memory_reserved_mib': None}]
     processes = {1: {60: {'memory_mib': 4096}}, 2: {61: {'memory_mib': None}}, 3: {62: {'memory_mib': 100}}}
     records = {60: {'state': 'sleeping'}, 61: {'state': 'sleeping'}, 62: {'state': 'zombie'}}
     # GPU 0: nothing listed; 1: within the slack; 2: a figure unknown; 3: its listed process has exited.
