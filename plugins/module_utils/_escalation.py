@@ -34,8 +34,9 @@ from ._guardian import FreezeLedger
 from ._identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_process
 from ._ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
 from ._newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
-from ._keepers import KEEPER_ROUND_SLACK, RANKS, KeeperRounds, left_behind
-from ._plan import TARGET, Scope, keeper_hold_back, newcomer_verdict, summarize
+from ._keepers import KEEPER_ROUND_SLACK
+from ._plan import Scope, newcomer_verdict, summarize
+from ._rounds import KeeperRounds
 from ._prober import DEFAULT_READ_TIMEOUT, ProcProber
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -193,7 +194,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         # No adopted holder waits past this (seconds from the start).
         self.adoption_limit = total_wait(ladder) + ADOPTION_SLACK_SECONDS
         # Keepers of a context held back for a later round, and those its release made unneeded.
-        self.rounds = KeeperRounds(getattr(plan, 'deferred', None))
+        self.rounds = KeeperRounds(getattr(plan, 'deferred', None), self.scope)
         # What descended from each target when the release started, and the targets already searched
         # for keepers of a context they left behind.
         self._descendants = {}
@@ -443,30 +444,16 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                 exited[pid] = dict(target.record, descendants=self._descendants.get(pid, ()))
         if not exited:
             return False
-        host_namespace = getattr(self.prober, 'in_host_namespace', lambda: True)()
-        found = left_behind(
-            exited, self.pids_after, self.prober.device_holders(),
-            lambda minor: self.minor_to_index.get(minor) if self.minor_to_index is not None else minor,
-            set(self.targets) | self.own_pids, self.prober.describe,
-            getattr(self.prober, 'mapped', lambda pids: {}), use_sessions=host_namespace)
-        added = False
-        for record in found:
-            self.known_pids.add(record['pid'])
-            if record['keeper_rank'] == RANKS['client'] and not host_namespace:
-                continue
-            record.update({'adopted': True, 'is_self': record['pid'] in self.own_pids})
+        def judge(record):
+            record['is_self'] = record['pid'] in self.own_pids
             record['protected'], record['protected_reason'] = self._protection(record)
-            verdict, reason = newcomer_verdict(dict(record, kind='compute'), self.scope, self.own_pids)
-            held_back = [keeper_hold_back(entry, record, self.scope) for entry in record['keeps']]
-            if verdict == TARGET and all(held_back):
-                verdict, reason = None, held_back[0]
-            record['keeps'] = [entry for entry, why in zip(record['keeps'], held_back) if not why] or record['keeps']
-            if verdict == TARGET:
-                self.rounds.deferred.append(record)
-                added = True
-            else:
-                self.rounds.spared.append((record, 'keeps the context of exited pid %s; %s' % (
-                    ', '.join(str(p) for p in record['keeps'][0]['creator_pids']), reason)))
+            return newcomer_verdict(dict(record, kind='compute'), self.scope, self.own_pids)
+        examined, added = self.rounds.left_behind(
+            exited, self.pids_after, self.prober,
+            lambda minor: self.minor_to_index.get(minor) if self.minor_to_index is not None else minor,
+            set(self.targets) | self.own_pids, judge,
+            host_namespace=getattr(self.prober, 'in_host_namespace', lambda: True)())
+        self.known_pids.update(examined)
         return added
 
     def _next_keeper_round(self, now):
