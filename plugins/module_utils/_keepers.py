@@ -110,8 +110,8 @@ def evidence_of(record, index, minor, creators, maps, descendants=(), sessions=(
     ``maps`` the NVIDIA paths the process has mapped, or None when unread.
     Where the creators were seen alive (a release's own targets),
     ``descendants`` are the PIDs that descended from them then, and
-    ``sessions`` their sessions. Session evidence needs ``use_sessions``
-    (the host's PID namespace: elsewhere a session led from outside reads 0).
+    ``sessions`` their sessions. A session that reads 0 (led from outside
+    this PID namespace) is no evidence, nor is any without ``use_sessions``.
     Maps that could not be read give no evidence either way.
     """
     evidence = []
@@ -174,7 +174,7 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
         keepers = []
         for record in candidates.get(index, []):
             evidence = evidence_of(record, index, index_to_minor.get(index, index), set(creators),
-                                   maps.get(record['pid']), use_sessions=clients_may_keep)
+                                   maps.get(record['pid']))
             if not evidence:
                 continue
             rank = min(RANKS[item] for item in evidence)
@@ -196,7 +196,7 @@ def attribute(holders, gone, index_to_minor, maps_of, nvml_listed, clients_may_k
     return contexts
 
 
-def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pid, maps_of, use_sessions=True):
+def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pid, maps_of):
     """Keepers of the contexts that a release's exited targets left behind.
 
     ``exited`` maps the PID of each exited target that NVML still lists
@@ -238,8 +238,7 @@ def left_behind(exited, listed, node_holders, index_of_minor, known, describe_pi
             creators = by_gpu[index]
             descendants = set(child for c in creators for child in exited[c].get('descendants') or ())
             sessions = set(exited[c].get('session') for c in creators) - set([None])
-            evidence = evidence_of(record, index, minor, set(creators), maps.get(pid), descendants, sessions,
-                                   use_sessions=use_sessions)
+            evidence = evidence_of(record, index, minor, set(creators), maps.get(pid), descendants, sessions)
             if not evidence:
                 continue
             rank = min(RANKS[item] for item in evidence)

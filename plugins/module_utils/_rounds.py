@@ -70,7 +70,7 @@ class KeeperRounds:
         Returns the PIDs examined; True in ``added`` when one joined the rounds.
         """
         found = left_behind(exited, listed, prober.device_holders(), index_of_minor, known, prober.describe,
-                            getattr(prober, 'mapped', lambda pids: {}), use_sessions=host_namespace)
+                            getattr(prober, 'mapped', lambda pids: {}))
         examined, added = [], False
         for record in found:
             examined.append(record['pid'])

@@ -210,3 +210,9 @@ def test_memory_no_live_process_accounts_for_is_a_context_with_no_creator():
     assert _keepers.warnings_for(contexts)[0].startswith('GPU 0: 6000 MiB used beyond what the live processes')
     # Nobody to keep it: no context recorded (a stuck context is the proof's and the reset's business).
     assert _keepers.attribute([], {}, {0: 0}, dict, {}, unexplained={0: 6000}) == []
+
+
+def test_a_session_led_from_outside_the_namespace_is_no_evidence():
+    # Seen from inside a container, a process whose session leader is outside reads session 0.
+    assert _keepers.evidence_of(record(7, [0], session=0, pgrp=0), 0, 0, {0}, {'/dev/nvidiactl'}, sessions={0}) == [
+        'client']
