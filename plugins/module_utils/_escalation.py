@@ -34,7 +34,9 @@ from ._guardian import FreezeLedger
 from ._identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_process
 from ._ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
 from ._newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
-from ._plan import KEEPER_HELD_BACK, Scope, keeper_rounds, summarize
+from ._keepers import KEEPER_ROUND_SLACK
+from ._plan import Scope, newcomer_verdict, summarize
+from ._rounds import KeeperRounds
 from ._prober import DEFAULT_READ_TIMEOUT, ProcProber
 from ._proctree import self_and_ancestors
 from ._protection import protection_of
@@ -57,8 +59,6 @@ ACTIVE = 'active'
 _STOPPED_STATES = ('stopped', 'tracing-stop')
 
 
-# Seconds after the last release before a kept context is taken to have stayed.
-KEEPER_ROUND_SLACK = 0.5
 
 
 class _Target:
@@ -194,8 +194,11 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
         # No adopted holder waits past this (seconds from the start).
         self.adoption_limit = total_wait(ladder) + ADOPTION_SLACK_SECONDS
         # Keepers of a context held back for a later round, and those its release made unneeded.
-        self.deferred = list(getattr(plan, 'deferred', None) or [])
-        self.spared = []
+        self.rounds = KeeperRounds(getattr(plan, 'deferred', None), self.scope)
+        # What descended from each target when the release started, and the targets already searched
+        # for keepers of a context they left behind.
+        self._descendants = {}
+        self._searched = set()
 
     # -- helpers -----------------------------------------------------------
 
@@ -415,44 +418,57 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                 result[index] = (True, None)
         return result
 
-    def _know_creators(self, record):
+    def _add_target(self, record):
+        self.targets[record['pid']] = _Target(record)
+        self.known_pids.add(record['pid'])
         # NVML lists a kept context under its exited creator: known, so its memory is waited on.
         for entry in record.get('keeps') or []:
             self.known_pids.update(entry['creator_pids'])
 
-    def _add_target(self, record):
-        self.targets[record['pid']] = _Target(record)
-        self.known_pids.add(record['pid'])
-        self._know_creators(record)
+    def _keepers_left_behind(self, now):
+        """Look, once for each exited target NVML still lists, for whoever keeps its context now.
 
-    def _spare(self, records, reason):
-        self.spared.extend(summarize(record, reason=reason) for record in records)
+        A forked child or a receiver of the descriptors keeps a context after its
+        creator's polite exit; the creator was a target, so what descended from it
+        then, its session and the maps tell who. Candidates are judged as newcomers
+        are (scope, protection) and join the keeper rounds. True when one was found.
+        """
+        exited = {}
+        for pid, target in self.targets.items():
+            if pid in self._searched or target.outcome != RELEASED or target.released_at is None:
+                continue
+            if now - target.released_at < KEEPER_ROUND_SLACK:
+                continue
+            self._searched.add(pid)
+            if any(pid in self.pids_after.get(index, ()) for index in target.record.get('gpus') or []):
+                exited[pid] = dict(target.record, descendants=self._descendants.get(pid, ()))
+        if not exited:
+            return False
+        def judge(record):
+            record['is_self'] = record['pid'] in self.own_pids
+            record['protected'], record['protected_reason'] = self._protection(record)
+            return newcomer_verdict(dict(record, kind='compute'), self.scope, self.own_pids)
+        examined, added = self.rounds.left_behind(
+            exited, self.pids_after, self.prober,
+            lambda minor: self.minor_to_index.get(minor) if self.minor_to_index is not None else minor,
+            set(self.targets) | self.own_pids, judge,
+            host_namespace=getattr(self.prober, 'in_host_namespace', lambda: True)())
+        self.known_pids.update(examined)
+        return added
 
     def _next_keeper_round(self, now):
-        """Start the weaker keepers of the contexts that stayed; True when the loop must go on.
-
-        Called once no target is active and a GPU is still held. The last
-        release gets ``KEEPER_ROUND_SLACK`` seconds for the driver to free the
-        context before NVML is believed.
-        """
+        """Start the weaker keepers of the contexts that stayed; True when the loop must go on."""
         released = [t.released_at for t in self.targets.values() if t.released_at is not None]
-        if released and now - max(released) < KEEPER_ROUND_SLACK:
-            return True
-
-        def alive(entry):
-            return bool(set(entry['creator_pids']) & self.pids_after.get(entry['gpu'], set()))
-        now_records, later = keeper_rounds(self.deferred, alive)
-        self._spare([r for r in self.deferred if r not in now_records and r not in later], KEEPER_HELD_BACK)
-        self.deferred = later
-        for record in now_records:
+        records, wait = self.rounds.next_round(now, max(released) if released else None, self.pids_after)
+        for record in records:
             self._add_target(record)
-        if now_records:
+        if records:
             self._warn('the context of exited pid %s stayed after its stronger keepers were released; '
                        'released its weaker keepers too: pid %s' % (
-                           ', '.join(sorted(set(str(pid) for r in now_records for e in r['keeps']
+                           ', '.join(sorted(set(str(pid) for r in records for e in r['keeps']
                                                 for pid in e['creator_pids']))),
-                           ', '.join(str(r['pid']) for r in now_records)))
-        return bool(now_records)
+                           ', '.join(str(r['pid']) for r in records)))
+        return wait or bool(records)
 
     def _any_active(self):
         return any(t.outcome == ACTIVE for t in self.targets.values())
@@ -467,14 +483,13 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             # A target exited after the last look: one more look for what it left behind.
             return False
         if not self.nvml_ok:
-            self._spare(self.deferred, 'not released: without NVML no look tells whether the context stayed')
-            self.deferred = []
+            self.rounds.spare_all('not released: without NVML no look tells whether the context stayed')
             return True
         if all(ok for ok, dummy in self._gpus_released().values()):
-            self._spare(self.deferred, KEEPER_HELD_BACK)
-            self.deferred = []
+            self.rounds.spare_all()
             return True
-        if self.deferred and self._next_keeper_round(now):
+        self._keepers_left_behind(now)
+        if self._next_keeper_round(now):
             return False
         return now >= self._memory_deadline()
 
@@ -498,8 +513,8 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                         'started_at': None, '_ended': None} for step in self.ladder]
         for record in self.plan.targets:
             self._add_target(record)
-        for record in self.deferred:
-            self._know_creators(record)
+            self._descendants[record['pid']] = set(ref.pid for ref in self.prober.descendants(record['pid']))
+        self.known_pids.update(self.rounds.creator_pids())
         try:
             self._freeze_supervisors()
             freeze_supervisors_done = self._now()
@@ -572,5 +587,5 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
             'nvml_used': self.nvml_ok,
             'elapsed_seconds': round(elapsed, 3),
             'warnings': list(self.warnings),
-            'spared': list(self.spared),
+            'spared': [summarize(record, reason=reason) for record, reason in self.rounds.spared],
         }

@@ -381,6 +381,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     elif maps == 'all':
         maps_candidates = set(_procfs.iter_pids(proc_root)) - set(fd_holders)
     mapped, map_errors, maps_stuck = _procread.read_maps(maps_candidates, prefix, read_timeout, proc_root)
+    # The listed processes whose fds and maps were both read: what they hold is known.
+    maps_read = set(pid for pid in maps_candidates if pid in per_pid) - set(map_errors) - set(maps_stuck)
     for pid, paths in mapped.items():
         if paths:
             fd_holders[pid] = paths
@@ -443,13 +445,20 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             else:
                 vanished += 1
             continue
+        if shares_namespace and pid in maps_read and not record['device_paths']:
+            # In the host's namespace a process that NVML lists holds its nodes: one that holds none is
+            # not the listed process (its PID was reused, or it is exiting). The listed one is gone.
+            invisible.append(pid)
+            continue
         records.append(record)
 
     # Contexts whose creator is gone, and who keeps them. Outside the host's PID namespace an old
     # driver may name PIDs of another namespace: there, a mere NVML client is never taken for a keeper.
     contexts = []
-    if nvml_processes:
-        gone = _keepers.gone_creators(nvml_processes, dict((r['pid'], r) for r in records), set(invisible))
+    if nvml_view is not None and nvml_view.available:
+        by_pid = dict((r['pid'], r) for r in records)
+        gone = _keepers.gone_creators(nvml_processes, by_pid, set(invisible))
+        unexplained = _keepers.unexplained_memory(gpus, nvml_processes, by_pid, gone)
 
         def maps_of(pids):
             mapped_now, dummy, dummy2 = _procread.read_maps(pids, prefix, read_timeout, proc_root)
@@ -457,8 +466,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         index_to_minor = dict((index, minor) for minor, index in minor_to_index.items())
         contexts = _keepers.attribute(records, gone, index_to_minor, maps_of,
                                       dict((index, set(processes)) for index, processes in nvml_processes.items()),
-                                      clients_may_keep=shares_namespace)
-        contexts = [context for context in contexts if context['gpu'] in selected]
+                                      clients_may_keep=shares_namespace, unexplained=unexplained,
+                                      selected=selected)
         warnings.extend(_keepers.warnings_for(contexts))
         invisible = [pid for pid in invisible if not any(pid in c['creator_pids'] for c in contexts)]
 

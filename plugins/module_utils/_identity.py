@@ -110,6 +110,18 @@ def identity_status(ref):
     return _zombie_or_live_thread(ref.pid) if status == psutil.STATUS_ZOMBIE else status
 
 
+def process_status(pid):
+    """psutil's status of ``pid``, ``gone`` when it cannot be read, and never ``zombie`` for a process
+    whose leader alone has exited (named by a live thread's state)."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.ZombieProcess:
+        return _zombie_or_live_thread(pid)
+    except Exception:  # pylint: disable=broad-except
+        return 'gone'
+    return _zombie_or_live_thread(pid) if status == psutil.STATUS_ZOMBIE else status
+
+
 def _zombie_or_live_thread(pid):
     """``zombie``, unless only the leader has exited: a live thread keeps the
     process (and what it holds) alive, so it is named by that thread's state."""

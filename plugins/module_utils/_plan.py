@@ -33,6 +33,7 @@ __metaclass__ = type
 import fnmatch
 import re
 
+from ._keepers import CLIENT, MAPPED, RANKS, RECEIVED, keeper_rounds
 from ._ladder import EscalationError
 from ._parents import KILL as PARENT_KILL
 from ._parents import parent_verdict
@@ -45,10 +46,6 @@ ON_SHARED_HOLDER = ('release', 'fail')
 TARGET = 'target'
 PROTECTED = 'protected'
 SKIPPED = 'skipped'
-
-
-# Why a weaker keeper of a context was not signalled: the same words in check mode and after the run.
-KEEPER_HELD_BACK = 'weaker keeper: signalled only if the context stays once its stronger keepers are released'
 
 
 class SharedHolderError(Exception):
@@ -282,41 +279,58 @@ class Plan:
         return bool(self.targets or self.supervisors)
 
 
-def keeper_round(record, contexts_alive=None):
-    """The rank (1 strongest) at which ``record`` keeps a context still alive, or None.
+def keeper_hold_back(entry, record, scope):
+    """Why the keeps ``entry`` of ``record`` is named but not acted on, or None.
 
-    ``contexts_alive(entry)`` says whether a ``keeps`` entry's context is still
-    there (None: all are).
+    What an ordinary user can arrange must not steer root: weak evidence on
+    its own never signals a system service or a mere NVML client, and memory
+    that no process accounts for is acted on only where the node is mapped.
     """
-    ranks = [entry['rank'] for entry in record.get('keeps') or []
-             if contexts_alive is None or contexts_alive(entry)]
-    return min(ranks) if ranks else None
+    rank = entry['rank']
+    if not entry['creator_pids'] and rank > RANKS[MAPPED]:
+        return ('may keep %d MiB no live process accounts for on GPU %d, but only a mapped node would show that it '
+                'does: named, not signalled' % (entry['memory_mib'], entry['gpu']))
+    if rank >= RANKS[CLIENT] and 'client' not in scope.kinds:
+        return ('an NVML client that may keep the context of exited pid %s on GPU %d: not signalled unless kinds '
+                'includes client' % (', '.join(str(p) for p in entry['creator_pids']), entry['gpu']))
+    unit = record.get('systemd_unit') or ''
+    if rank >= RANKS[RECEIVED] and unit.endswith('.service') and not (
+            scope.systemd_units and _unit_matches(record, scope.systemd_units)):
+        return ('holds the node of GPU %d without having mapped it, in service %s: named, not signalled unless '
+                'systemd_units selects it' % (entry['gpu'], unit))
+    return None
 
 
-def keeper_rounds(records, contexts_alive=None):
-    """``(now, later)``: the keepers to release in this round, and those held back.
+def _context_key(entry):
+    return (entry['gpu'], tuple(entry['creator_pids']))
 
-    For each context still alive, the strongest candidates (lowest rank) go
-    now; the weaker ones wait until a look shows that the context stayed.
-    Records that keep no live context are in neither list. Pure.
+
+def _plan_keepers(plan, keepers, left_alone):
+    """Fill ``plan.targets`` and ``plan.deferred`` from the keepers that may be signalled.
+
+    ``left_alone`` are ``(record, reason)`` of the candidates protected, out
+    of the filters or held back: a context whose stronger candidate is left
+    alone has no weaker one signalled either (the left-alone one may be the
+    keeper, and signalling the others would free nothing).
     """
-    best = {}
-    for record in records:
+    ceiling = {}
+    for record, reason in left_alone:
         for entry in record.get('keeps') or []:
-            if contexts_alive is None or contexts_alive(entry):
-                key = (entry['gpu'], tuple(entry['creator_pids']))
-                best[key] = min(best.get(key, entry['rank']), entry['rank'])
-    now, later = [], []
-    for record in records:
-        alive = [entry for entry in record.get('keeps') or []
-                 if contexts_alive is None or contexts_alive(entry)]
-        if not alive:
+            key = _context_key(entry)
+            if entry['rank'] < ceiling.get(key, (99, None))[0]:
+                ceiling[key] = (entry['rank'], '%d (%s)' % (record['pid'], reason))
+    allowed = []
+    for record in keepers:
+        entries = [entry for entry in record['keeps'] if entry['rank'] <= ceiling.get(_context_key(entry), (99,))[0]]
+        if not entries:
+            stronger = ceiling[_context_key(record['keeps'][0])][1]
+            plan.skipped.append(summarize(record, reason='a stronger candidate keeper of the same context is left '
+                                                          'alone: pid %s' % stronger))
             continue
-        if any(entry['rank'] == best[(entry['gpu'], tuple(entry['creator_pids']))] for entry in alive):
-            now.append(record)
-        else:
-            later.append(record)
-    return now, later
+        record['keeps'] = entries
+        allowed.append(record)
+    now, plan.deferred = keeper_rounds(allowed)
+    plan.targets = sorted(plan.targets + now, key=lambda r: r['pid'])
 
 
 def plan_release(holders, scope, processes=None):
@@ -333,13 +347,28 @@ def plan_release(holders, scope, processes=None):
     plan = Plan(scope.gpus, scope)
     selected = set(scope.gpus)
     holder_pids = set()
-    keepers = []
+    keepers, left_alone = [], []
     for record in sorted(holders, key=lambda r: r['pid']):
         holder_pids.add(record['pid'])
         gpus = set(record.get('gpus') or [])
-        # A client that may keep a context is judged as a compute holder; it waits for the last round.
+        if record.get('keeps'):
+            # Only what it keeps on the selected GPUs counts, and a client that may keep one is judged as a
+            # compute holder would be.
+            record = dict(record, keeps=[e for e in record['keeps'] if e['gpu'] in selected])
+        held_back = [keeper_hold_back(entry, record, scope) for entry in record.get('keeps') or []]
+        kept = [entry for entry, why in zip(record.get('keeps') or [], held_back) if not why]
+        if record.get('keeps') and not kept:
+            # Named as a possible keeper only: otherwise it is the NVML client its record shows.
+            left_alone.append((record, held_back[0]))
+            record = dict(record, keeps=[], kind='client')
+        elif record.get('keeps'):
+            record = dict(record, keeps=kept)
         judged = dict(record, kind='compute') if record.get('keeps') else record
         verdict, reason = holder_verdict(judged, scope)
+        if verdict == SKIPPED and not record.get('keeps') and held_back and reason.startswith('kind '):
+            reason = held_back[0]
+        if verdict != TARGET and record.get('keeps'):
+            left_alone.append((record, reason))
         if verdict == PROTECTED:
             plan.protected.append(summarize(record, reason=reason, is_self=reason == REASON_SELF))
             continue
@@ -355,8 +384,7 @@ def plan_release(holders, scope, processes=None):
             keepers.append(target)
         else:
             plan.targets.append(target)
-    now, plan.deferred = keeper_rounds(keepers)
-    plan.targets = sorted(plan.targets + now, key=lambda r: r['pid'])
+    _plan_keepers(plan, keepers, left_alone)
 
     if plan.shared and scope.on_shared_holder == 'fail':
         raise SharedHolderError(

@@ -22,7 +22,7 @@ import os
 import signal
 
 from ._grace import grace_case
-from ._identity import DENIED, ProcessRef, identity_status
+from ._identity import DENIED, ProcessRef, identity_status, process_status
 from ._procfs import (
     DEV_DIR,
     PROC_ROOT,
@@ -63,6 +63,8 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
                 'name': stat['comm'],
                 'create_time': proc.create_time(),
                 'uid': proc.uids().real,
+                'pgrp': stat['pgrp'],
+                'session': stat['session'],
             }
             try:
                 info['user'] = proc.username()
@@ -75,7 +77,7 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
             # The controlling terminal tells an interactive shell.
             info['tty'] = stat['tty_nr'] or None
         info['children'] = [child for child in child_pids(pid)
-                            if _safe_status(child) not in ('zombie', 'gone')]
+                            if process_status(child) not in ('zombie', 'gone')]
     except Exception:  # pylint: disable=broad-except
         return None
     info['title'] = None
@@ -96,11 +98,6 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
     return info
 
 
-def _safe_status(pid):
-    try:
-        return psutil.Process(pid).status()
-    except Exception:  # pylint: disable=broad-except
-        return 'gone'
 
 
 def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT):
@@ -204,6 +201,18 @@ class ProcProber:
         except Exception:  # pylint: disable=broad-except
             return None
 
+    def mapped(self, pids):
+        """``{pid: set of mapped NVIDIA paths, or None when unread}``, each read within ``read_timeout``."""
+        prefix = self.dev_dir.rstrip('/') + '/nvidia'
+        found = read_maps(pids, prefix, self.read_timeout, self.proc_root)[0]
+        return dict((pid, found.get(pid)) for pid in pids)
+
+    def in_host_namespace(self):
+        """Whether NVML's PIDs are this process's (``_visibility``)."""
+        if self.shares_namespace is None:
+            self.shares_namespace = in_initial_pid_namespace()
+        return self.shares_namespace
+
     def descendants(self, pid):
         """``ProcessRef`` of every live descendant of ``pid``."""
         refs = []
@@ -244,11 +253,8 @@ class ProcProber:
         info = describe_process(pid, self.read_timeout)
         if info is None:
             return None
-        try:
-            status = psutil.Process(pid).status()
-        except Exception:  # pylint: disable=broad-except
-            status = None
-        info.update({'state': status, 'kind': 'compute', 'gpus': [], 'gpu_memory_mib': {},
+        status = process_status(pid)
+        info.update({'state': None if status == 'gone' else status, 'kind': 'compute', 'gpus': [], 'gpu_memory_mib': {},
                      'memory_mib': 0, 'protected': False, 'is_self': False})
         ignored = self.ignored_signals(pid)
         info['sigterm_ignored'] = bool(ignored and signal.SIGTERM in ignored)

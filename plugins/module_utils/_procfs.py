@@ -152,9 +152,9 @@ def process_state(stat, proc_root=PROC_ROOT):
 
 
 def fd_dirs(pid, proc_root=PROC_ROOT, leader_fds=None):
-    """The ``fd`` folders that show what ``pid`` holds: its own, or, when its
-    leader has exited (``leader_fds`` empty and the leader a zombie), those of
-    its live threads."""
+    """The ``fd`` folder that shows what ``pid`` holds, in a list: its own, or,
+    when its leader has exited (``leader_fds`` empty and the leader a zombie),
+    that of one live thread (threads share their fd table)."""
     own = '%s/%d/fd' % (proc_root, pid)
     if leader_fds is None:
         leader_fds = os.listdir(own)
@@ -163,10 +163,11 @@ def fd_dirs(pid, proc_root=PROC_ROOT, leader_fds=None):
     try:
         if read_stat(pid, proc_root)['state'] not in EXITED_STATES:
             return [own]
-        tids = os.listdir('%s/%d/task' % (proc_root, pid))
     except (OSError, ValueError, IndexError):
         return [own]
-    return ['%s/%d/task/%s/fd' % (proc_root, pid, tid) for tid in tids if tid != str(pid)]
+    # Threads share one fd table: one live thread's folder shows it, whatever the thread count.
+    thread = live_thread(pid, proc_root)
+    return ['%s/%d/task/%d/fd' % (proc_root, pid, thread[0])] if thread else [own]
 
 
 def parse_status(text):

@@ -48,7 +48,7 @@ INCLUDE_HINTS = (
     ('title does not match', 'match (gpu_reclaim_scope_match)'),
     ('systemd unit not selected', 'systemd_units (gpu_reclaim_scope_systemd_units)'),
     ('container not selected', 'containers (gpu_reclaim_scope_containers)'),
-    ('kind ', 'kinds (gpu_reclaim_scope_kinds)'),
+    ('kind ', 'kinds (gpu_reclaim_scope_kinds), where the other scope filters select it too'),
     ('out of scope', 'gpus (gpu_reclaim_gpus)'),
     ('managed by Kubernetes pod', 'release_pods (gpu_reclaim_scope_pods), or drain the node'),
     ('permission denied', 'running the release as root (become: true)'),
@@ -99,9 +99,9 @@ def is_allowed(record, allow):
 
 
 def _blocks(record):
-    # A keeper of an exited creator's context blocks its GPU, a mere NVML client among them too.
+    # A keeper of a context whose creator is gone blocks its GPU, an unprotected NVML client among them too.
     return (record.get('kind') == 'compute' or 'graphics' in (record.get('nvml_types') or [])
-            or bool(record.get('keeps')))
+            or bool(record.get('keeps') and not record.get('protected')))
 
 
 def check_left_alone(entries):
@@ -177,7 +177,7 @@ def short_uuid(uuid):
 
 
 def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=None, allow=(),
-             nvml_available=True, left_alone=None):
+             nvml_available=True, left_alone=None, released_gpus=None):
     """Decide, from one snapshot, whether the selected GPUs are free.
 
     ``gpus`` and ``holders`` are records as in docs/architecture.md;
@@ -189,7 +189,10 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
     ``lines`` (one text line per busy GPU, then the next steps).
     ``left_alone`` (``{pid: reason}``) names what a release just left alone
     on purpose: the next steps then say why and what would include each,
-    and never send the operator back to that release.
+    and never send the operator back to that release. ``released_gpus``
+    (after a release: the GPUs it released holders of) tells where memory
+    may still be on its way back; elsewhere memory no holder explains will
+    not come back by waiting.
     """
     chosen = [gpu for gpu in gpus if selected is None or gpu['index'] in set(selected)]
     chosen.sort(key=lambda gpu: gpu['index'])
@@ -285,13 +288,17 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
                    else 'memory is held with no holder (stuck context)')
             lines.append('Next step for GPU %d: %s, so %s.' % (index, why, RESET_STEP % index))
     busy = [g for g in result_gpus if not g['free']]
+
+    def settled(entry):
+        if entry['holder_pids']:
+            return all(left_on_purpose(h, left_alone) for h in busy_holders if h['pid'] in entry['holder_pids'])
+        # Memory with no holder: in flight only on a GPU the release has just released holders of.
+        return released_gpus is not None and entry['index'] not in released_gpus
     return {
         'free': not busy,
-        # Every busy GPU is held only by what no release takes away: waiting longer changes nothing.
-        'left_on_purpose': bool(busy) and all(
-            g['holder_pids'] and all(left_on_purpose(h, left_alone) for h in busy_holders
-                                     if h['pid'] in g['holder_pids'])
-            for g in busy),
+        # Every busy GPU is held only by what no release takes away, or by memory nothing is freeing:
+        # waiting longer changes nothing (``wait_until_free`` still checks that the memory stopped dropping).
+        'nothing_in_flight': bool(busy) and all(settled(g) for g in busy),
         'gpus': result_gpus,
         'holders': busy_holders,
         'allowed': allowed,
@@ -310,8 +317,11 @@ def verdict_message(verdict):
         ' after %.2f s' % waited if waited else '')
 
 
-# Polls in a row that find the GPUs held only by what no release takes away, before the proof gives up.
+# Polls in a row that find the GPUs held only by what no release takes away (or memory nothing is
+# freeing, no longer dropping), before the proof gives up.
 FAIL_FAST_POLLS = 3
+# ... and the seconds those polls must span, so that a fast poll interval judges no less.
+FAIL_FAST_SECONDS = 1.0
 
 
 def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVAL, clock=time.monotonic,
@@ -324,7 +334,8 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
     """
     start = clock()
     polls = 0
-    settled = 0
+    settled, settled_since = 0, None
+    last_used = {}
     while True:
         # A GPU found free at the first look was waited on for 0 s.
         looked_at = clock() - start
@@ -335,8 +346,15 @@ def wait_until_free(probe, timeout_seconds=0, poll_interval=DEFAULT_POLL_INTERVA
             waited = looked_at
             break
         waited = clock() - start
-        settled = settled + 1 if verdict['left_on_purpose'] else 0
-        if waited >= timeout_seconds or settled >= FAIL_FAST_POLLS:
+        used = dict((g['index'], g['memory_used_mib'] or 0) for g in verdict['gpus'])
+        dropping = any(index in last_used and mib < last_used[index] for index, mib in used.items())
+        last_used = used
+        if verdict['nothing_in_flight'] and not dropping:
+            settled += 1
+            settled_since = waited if settled_since is None else settled_since
+        else:
+            settled, settled_since = 0, None
+        if waited >= timeout_seconds or (settled >= FAIL_FAST_POLLS and waited - settled_since >= FAIL_FAST_SECONDS):
             break
         sleep(max(0.0, min(poll_interval, timeout_seconds - waited)))
     verdict['waited_seconds'] = round(waited, 3)

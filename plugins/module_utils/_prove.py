@@ -86,7 +86,8 @@ def prove(host, params):
         verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
                                   poll_interval=params['poll_interval'], selected=indices,
                                   max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
-                                  allow=params['allow'], left_alone=left_alone)
+                                  allow=params['allow'], left_alone=left_alone,
+                                  released_gpus=params.get('released_gpus'))
         time_to_free = verdict['waited_seconds'] if verdict['free'] else None
         settled = None
         if verdict['free'] and params['settle_seconds'] > 0:

@@ -20,7 +20,8 @@ __metaclass__ = type
 
 from ._parents import KILL as PARENT_KILL
 from ._parents import THAW as PARENT_THAW
-from ._plan import KEEPER_HELD_BACK, summarize
+from ._keepers import KEEPER_HELD_BACK
+from ._plan import summarize
 
 # A GPU counts as released when its used memory is within this much of what
 # the holders left alone account for.

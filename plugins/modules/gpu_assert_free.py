@@ -65,6 +65,15 @@ options:
         out, the proof knows of no release.
     type: list
     elements: dict
+  released_gpus:
+    description:
+      - After a release, the GPU indices it released holders of, where memory may still be on its way back (the
+        driver can take seconds to free it, for example with much pinned host memory). On any other selected
+        GPU, memory that no holder explains will not come back by waiting, so once it has stopped dropping
+        for three polls the proof fails instead of waiting out O(timeout_seconds). Left out, every GPU is
+        waited on. The role passes its release's, unless it stopped a unit or a container first.
+    type: list
+    elements: int
   timeout_seconds:
     description:
       - How long to wait for the GPUs to become free, from 0 to 3600 seconds. V(0) checks once. A boolean is an
@@ -247,6 +256,7 @@ def main():
         max_used_percent=dict(type='float'),
         allow=dict(type='list', elements='str', default=[]),
         left_alone=dict(type='list', elements='dict'),
+        released_gpus=dict(type='list', elements='int'),
         timeout_seconds=seconds_spec(0.0),
         poll_interval=seconds_spec(DEFAULT_POLL_INTERVAL),
         settle_seconds=seconds_spec(0.0),

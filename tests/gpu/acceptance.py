@@ -24,6 +24,12 @@ On a host where no process holds a GPU, for each repetition and each path:
    monitor survived, and whether any process the harness did not start
    disappeared.
 
+After the repetitions (or alone, with ``--scenario contexts``) come the context
+shapes, each along the module path and the one-liner: a CUDA context kept by a
+process other than the one NVML names (a leader thread that exited while
+another keeps the memory, children forked without exec, descriptors passed
+over a Unix socket), see tests/gpu/README.md.
+
 The harness never opens NVML itself: every NVML read runs in a short-lived
 helper process (nvml_probe.py). It signals only processes it started, each
 checked by create time through a pidfd. It never resets a GPU or changes its
@@ -54,15 +60,21 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, 'bench'))
 
 import benchlib  # noqa: E402  pylint: disable=wrong-import-position
+import deployment  # noqa: E402  pylint: disable=wrong-import-position
 import procs  # noqa: E402  pylint: disable=wrong-import-position
 
 DEPLOYMENT = os.path.join(HERE, 'deployment.py')
 PROBE = os.path.join(HERE, 'nvml_probe.py')
 PLAYBOOK = 'playbooks/reclaim.yml'
 PATHS = ('module', 'raw', 'oneliner')
-SCENARIOS = ('plain', 'sources')
+SCENARIOS = ('plain', 'sources', 'contexts')
 # With --scenario sources, the one-liner is not run: it has no answer to a respawner.
 SOURCES_PATHS = ('module', 'raw')
+# The context shapes: a CUDA context kept by a process other than the one NVML names. Each runs along these
+# paths; the raw path has no PIDs to aim at in them.
+CONTEXT_SHAPES = deployment.CONTEXT_SHAPES
+CONTEXT_PATHS = ('module', 'oneliner')
+ONELINER_TEXT = "bash -c 'kill -9 $(fuser /dev/nvidia* 2>/dev/null); sleep 3; nvidia-smi'"
 
 # For every process the harness starts, whatever the GPU count: multicast over
 # NVLink stays off (NCCL, PyTorch symmetric memory, NVSHMEM).
@@ -209,6 +221,7 @@ class Harness:
         self.children = []
         self.owned = procs.Owned(self.state_file)
         self.runs = {name: [] for name in PATHS}
+        self.runs.update((shape, []) for shape in args.shapes)
         self.checks = []
         self.snapshot = None
         self.gpu_indices = []
@@ -275,7 +288,10 @@ class Harness:
         if not self.snapshot.get('available') or not self.snapshot.get('gpus'):
             raise HarnessError('no NVIDIA GPU usable here: %s' % '; '.join(listing['problems'] or ['NVML lists no GPU']))
         self.gpu_indices = [gpu['index'] for gpu in self.snapshot['gpus']]
-        need_mib = self.args.gib * 1024 + self.args.engine_gib * 1024 + 2048
+        if self.args.scenario == 'contexts':
+            need_mib = self.args.context_gib * 1024 + 2048
+        else:
+            need_mib = max(self.args.gib * 1024 + self.args.engine_gib * 1024, self.args.context_gib * 1024) + 2048
         for gpu in self.snapshot['gpus']:
             if gpu['memory_used_mib'] > self.args.threshold_mib:
                 raise HarnessError('GPU %d already has %d MiB in use with no holder; the harness needs free GPUs'
@@ -438,16 +454,26 @@ class Harness:
         parent.wait()
         return run_dir, records, monitor_record
 
-    def check_held(self, what, indices=None):
-        """Right before a path acts: NVML shows the workers' memory on every GPU (read
-        in a child process), and no process the harness did not start holds a GPU,
-        since the module and the one-liner would signal it."""
+    def holders_or_refuse(self, what):
+        """NVML's snapshot (read in a child process) and the holders (``fuser -v`` and NVML); stops the run
+        when a process the harness did not start holds a GPU, since the module and the one-liner would
+        signal it."""
         snapshot = self.probe('snapshot')
-        listing = procs.list_holders(snapshot, self.owned)
+        nodes = None
+        if getattr(self, 'simulate', None):
+            nodes = procs.device_nodes((os.path.join(self.simulate, 'nvidia*'),))
+        listing = procs.list_holders(snapshot, self.owned, nodes=nodes)
         if listing['foreign']:
             raise HarnessError('%s: process(es) that this harness did not start now hold a GPU: %s; stopping '
                                'before anything is signalled' % (what, ', '.join(
                                    '%d (%s)' % (r['pid'], r.get('name')) for r in listing['foreign'])))
+        return snapshot, listing
+
+    def check_held(self, what, indices=None):
+        """Right before a path acts: NVML shows the workers' memory on every GPU (read
+        in a child process), and no process the harness did not start holds a GPU,
+        since the module and the one-liner would signal it."""
+        snapshot, dummy = self.holders_or_refuse(what)
         want = self.args.gib * 1024 * 0.9
         for gpu in snapshot.get('gpus', []):
             if indices is not None and gpu['index'] not in indices:
@@ -878,10 +904,251 @@ class Harness:
         self.finish(label)
         return run
 
+    # -- the context shapes: a context kept by a process other than the one NVML names ------
+
+    def context_gpu(self):
+        """The GPU a context shape allocates on: the first."""
+        return self.gpu_indices[0]
+
+    def deploy_context(self, label, shape):
+        """Start a context shape beside an NVML-only monitor in a private PID namespace (the one-liner's
+        fuser sees nothing else there); return the run dir, the namespace launcher, its event reader and
+        the records, with host pids, of the shape's processes and the monitor."""
+        run_dir = os.path.join(self.work, label)
+        os.makedirs(run_dir)
+        command = [self.python, DEPLOYMENT, 'nsinit', '--run-dir', run_dir, '--ready-timeout',
+                   str(self.args.ready_timeout), '--shape', shape, '--gpu', str(self.context_gpu()),
+                   '--gib', str(self.args.context_gib)]
+        if self.monitor_exe:
+            command += ['--monitor-exe', self.monitor_exe, '--monitor-env', self.monitor_env_file]
+        if self.simulate:
+            command += ['--simulate', self.simulate, '--devices', os.path.join(self.simulate, 'nvidia*')]
+        launcher = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=self.logfile(label), env=self.env())
+        self.owned.add(launcher.pid, label='namespace launcher')
+        self.children.append(launcher)
+        events = EventReader(launcher)
+        ready = events.next(self.args.ready_timeout + 60)
+        if ready.get('event') != 'ready':
+            raise HarnessError('%s: the shape in a private PID namespace failed: %s' % (label, ready.get('error')))
+        mapping = procs.ns_pid_map(launcher.pid)
+        records = {}
+        for name in deployment.shape_ready_names(shape) + ['monitor']:
+            record = read_json(os.path.join(run_dir, 'ready', name + '.json'))
+            record['ns_pid'] = record['pid']
+            if record['ns_pid'] not in mapping:
+                raise HarnessError('%s: %s (pid %d in the namespace) is not found below the launcher: %s'
+                                   % (label, name, record['ns_pid'], mapping))
+            record['pid'] = mapping[record['ns_pid']]
+            self.owned.add(record['pid'], record['create_time'], label='%s (%s)' % (record['title'], name))
+            records[name] = record
+        for ns_pid, pid in mapping.items():
+            if not self.owned.owns(pid):
+                self.owned.add(pid, label='namespace pid %d' % ns_pid)
+        return run_dir, launcher, events, records
+
+    def form_context(self, records):
+        """Complete the shape: SIGKILL its creator, where it has one (through a pidfd, create time checked),
+        and wait until it is dead; then read what /proc shows of each process that should keep the context."""
+        prefix = deployment.node_prefix(self.simulate)
+        seen = {}
+        creator = records.get('creator')
+        if creator is not None:
+            sent = self.owned.signal(creator['pid'], signal.SIGKILL)
+            deadline = time.time() + 10
+            while _alive(creator) and time.time() < deadline:
+                time.sleep(0.02)
+            seen['creator'] = {'pid': creator['pid'], 'signal': sent, 'alive': _alive(creator)}
+            # Memory that the creator's death frees is back within a tenth of a second of a SIGKILL.
+            time.sleep(0.5)
+        for name, record in sorted(records.items()):
+            if name not in ('creator', 'monitor'):
+                seen[name] = procs.context_holding(record['pid'], prefix)
+        return seen
+
+    def run_context(self, shape, path, repetition):
+        """One context shape along one path (module or oneliner): deploy it, check that it formed, list the
+        holders (refusing to go on when a process the harness did not start holds a GPU), free the GPUs,
+        check them right after and ``--recheck`` seconds later, and clean up."""
+        label = '%s-%s-%d' % (shape, path, repetition)
+        run_dir, launcher, events, records = self.deploy_context(label, shape)
+        monitor = records.pop('monitor')
+        # No signal, not even to a creator, while a process the harness did not start holds a GPU.
+        self.holders_or_refuse(label)
+        seen = self.form_context(records)
+        snapshot, listing = self.holders_or_refuse(label)
+        log('%s: GPU holders before the path:\n%s' % (label, procs.format_holders(listing)))
+        if listing['fuser_text'].strip():
+            log('%s: fuser -v:\n%s' % (label, listing['fuser_text']))
+        seen['used_mib'] = gpu_used(snapshot, self.context_gpu())
+        problems = context_problems(shape, seen, self.args.context_gib * 1024 * 0.9)
+        nvml_pids = sorted(set(pid for gpu in snapshot.get('gpus') or [] for pid in gpu.get('pids', [])))
+        creator = records.get('creator')
+        run = {
+            'shape': shape,
+            'path': path,
+            'repetition': repetition,
+            'shape_formed': not problems,
+            'shape_problems': problems,
+            'observations': seen,
+            'nvml_pids': [{'pid': pid, 'process': self.owned.label(pid),
+                           'alive': self.owned.owns(pid) and not procs.is_zombie(pid)} for pid in nvml_pids],
+            'nvml_lists_dead_creator': None if creator is None else creator['pid'] in nvml_pids,
+            'fuser_saw': sorted(self.owned.label(item['pid']) or '%s (%s)' % (item['pid'], item.get('name'))
+                                for item in listing['holders'] if 'fuser' in item['sources']),
+            'fuser_v': listing['fuser_text'],
+            'used_before_mib': total_used(snapshot),
+            'gpus_before': snapshot.get('gpus'),
+        }
+        self.check('%s: the shape formed' % label, not problems, {'problems': problems, 'observations': seen},
+                   scenario=shape)
+        keepers = dict((name, record) for name, record in records.items() if name != 'creator')
+        if problems:
+            run['skipped'] = 'the shape did not form: %s' % '; '.join(problems)
+            run['killed'] = []
+        elif path == 'module':
+            self.context_module(label, run_dir, run, keepers, monitor)
+        else:
+            self.context_oneliner(label, events, launcher, run, keepers, monitor)
+        self.runs[shape].append(run)
+        self.stop_launcher(launcher)
+        self.finish(label)
+        return run
+
+    def after_path(self, run, keepers, monitor):
+        """The GPUs right after a path and ``--recheck`` seconds later, and which processes it killed."""
+        after = self.probe('snapshot')
+        time.sleep(self.args.recheck)
+        later = self.probe('snapshot')
+        monitor_alive = _alive(monitor)
+        run.update({
+            'used_after_mib': total_used(after),
+            'used_later_mib': total_used(later),
+            'freed_mib': _diff(run['used_before_mib'], total_used(after)),
+            'free': gpus_free(after, self.args.threshold_mib),
+            'stayed_free': gpus_free(after, self.args.threshold_mib) and gpus_free(later, self.args.threshold_mib),
+            'recheck_s': self.args.recheck,
+            'gpus_after': after.get('gpus'),
+            'gpus_later': later.get('gpus'),
+            'killed': [name for name, record in sorted(keepers.items()) if not _alive(record)],
+            'monitor_survived': monitor_alive,
+            'protected_killed': 0 if monitor_alive else 1,
+        })
+        return run
+
+    def context_module(self, label, run_dir, run, keepers, monitor):
+        shape = run['shape']
+        report_dir = os.path.join(run_dir, 'report')
+        os.makedirs(report_dir)
+        timing_file = os.path.join(run_dir, 'timing.jsonl')
+        variables = os.path.join(run_dir, 'vars.json')
+        with open(variables, 'w') as handle:
+            json.dump({'target': 'localhost', 'gpu_reclaim_grace_seconds': self.args.grace,
+                       'gpu_reclaim_poll_interval': self.args.poll_interval,
+                       'gpu_reclaim_max_used_mib': self.args.threshold_mib, 'gpu_reclaim_allow_reset': False,
+                       'gpu_reclaim_assert_timeout': self.args.context_assert_timeout,
+                       'gpu_reclaim_report_dir': report_dir}, handle)
+        before = procs.foreign_processes(self.owned)
+        rc, wall, dummy = self.play(label + '-playbook', variables, timing_file)
+        self.after_path(run, keepers, monitor)
+        # Run again once the GPUs stayed free: with nothing left to release, nothing may change.
+        again, again_rc = None, None
+        if run['stayed_free']:
+            again_rc, dummy, again_output = self.play(label + '-again', variables)
+            again = procs.recap_counts(again_output)
+        gone = procs.disappeared(before)
+        stopped = procs.stopped_processes()
+        module_result = parse_timing(timing_file).get('release_result') or {}
+        released = [item for item in module_result.get('released', []) if isinstance(item, dict)]
+        not_ours = ['%s (%s)' % (item.get('pid'), item.get('title')) for item in released
+                    if item.get('pid') not in self.owned.processes]
+        run.update({
+            'playbook_rc': rc,
+            'playbook_wall_s': round(wall, 4),
+            'module_elapsed_s': module_seconds(module_result),
+            'time_to_free_s': module_seconds(module_result) if run['free'] else None,
+            'second_run': again,
+            'second_run_rc': again_rc,
+            'second_run_changed_0': again_rc == 0 and (again or {}).get('changed') == 0,
+            'second_run_skipped': None if run['stayed_free'] else 'the GPUs did not stay free after the first run',
+            'foreign_killed': len(gone),
+            'foreign_disappeared': gone,
+            'left_stopped': stopped,
+            'released': ['%s (%s)' % (item.get('pid'), self.owned.label(item.get('pid')) or item.get('title'))
+                         for item in released],
+            'released_not_started_by_harness': not_ours,
+            'survivors': module_result.get('survivors'),
+            'stuck_gpus': module_result.get('stuck_gpus'),
+            'module_result': _trim(module_result),
+        })
+        self.check('%s: playbook succeeded' % label, rc == 0, 'rc %d, log %s-playbook.log' % (rc, label),
+                   scenario=shape)
+        self.check('%s: GPUs free after the playbook' % label, run['free'], run['gpus_after'], scenario=shape)
+        self.check('%s: GPUs still free %g s later' % (label, self.args.recheck), run['stayed_free'],
+                   run['gpus_later'], scenario=shape)
+        self.check('%s: the second run is changed=0' % label, run['second_run_changed_0'],
+                   {'rc': again_rc, 'recap': again, 'skipped': run['second_run_skipped']}, scenario=shape)
+        self.check('%s: nv-hostengine survived' % label, run['monitor_survived'], run['killed'], scenario=shape)
+        self.check('%s: no process the harness did not start disappeared' % label, not gone, gone, scenario=shape)
+        self.check('%s: the module released only processes the harness started' % label, not not_ours, not_ours,
+                   scenario=shape)
+        self.check('%s: no process left stopped' % label, not stopped, stopped, scenario=shape)
+        return run
+
+    def context_oneliner(self, label, events, launcher, run, keepers, monitor):
+        shape = run['shape']
+        request = {'op': 'oneliner'}
+        if self.simulate:
+            request['replace_nvidia_smi'] = 'true'
+        before = procs.foreign_processes(self.owned)
+        launcher.stdin.write((json.dumps(request) + '\n').encode())
+        launcher.stdin.flush()
+        result = events.next(120)
+        self.after_path(run, keepers, monitor)
+        gone = procs.disappeared(before)
+        run.update({
+            'command': result.get('command'),
+            'oneliner_s': round(result['end'] - result['start'], 4),
+            'oneliner_rc': result.get('rc'),
+            'time_to_free_s': round(result['end'] - result['start'], 4) if run['free'] else None,
+            'foreign_killed': len(gone),
+            'foreign_disappeared': gone,
+            'output_tail': (result.get('output') or '')[-1500:],
+        })
+        self.check('%s: no process the harness did not start disappeared' % label, not gone, gone, scenario=shape)
+        return run
+
+    def stop_launcher(self, launcher):
+        """Ask the namespace's init to exit (the kernel then kills what is left in there)."""
+        try:
+            launcher.stdin.write(b'{"op": "exit"}\n')
+            launcher.stdin.flush()
+        except OSError:
+            pass
+        try:
+            launcher.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.owned.signal(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+
+    def context_results(self, machine, date):
+        return [context_entry(shape, self.runs.get(shape, []), self.checks, machine, date)
+                for shape in self.args.shapes]
+
+    def ran_module(self):
+        """Whether the module path ran at least once (every figure needs it)."""
+        if self.runs['module']:
+            return True
+        return any(run.get('path') == 'module' and not run.get('skipped')
+                   for shape in self.args.shapes for run in self.runs.get(shape, []))
+
     # -- bookkeeping -------------------------------------------------------------
 
-    def check(self, name, ok, detail=None):
-        self.checks.append({'name': name, 'ok': bool(ok), 'detail': None if ok else detail})
+    def check(self, name, ok, detail=None, scenario=None):
+        item = {'name': name, 'ok': bool(ok), 'detail': None if ok else detail}
+        if scenario:
+            item['scenario'] = scenario
+        self.checks.append(item)
         if not ok:
             log('CHECK FAILED: %s: %s' % (name, json.dumps(detail, default=str)[:1500]))
 
@@ -891,7 +1158,7 @@ class Harness:
     def run(self):
         order = list(self.args.paths)
         deadline = self.started + self.args.deadline
-        for repetition in range(self.args.repetitions):
+        for repetition in range(self.args.repetitions if self.args.scenario != 'contexts' else 0):
             for path in order:
                 if time.time() > deadline:
                     log('deadline of %d s reached: skipping the remaining repetitions' % self.args.deadline)
@@ -902,10 +1169,25 @@ class Harness:
                 log('%s %d: free in %s s, killed %s (%.1f s with set-up)' % (
                     path, repetition, _fmt(run.get('time_to_free_s') if path != 'module' else run.get('module_elapsed_s')),
                     ', '.join(run['killed']) or 'nothing', time.time() - began))
+        for repetition in range(self.args.context_repetitions):
+            for shape in self.args.shapes:
+                for path in [path for path in order if path in CONTEXT_PATHS]:
+                    if time.time() > deadline:
+                        log('deadline of %d s reached: skipping the remaining context shapes' % self.args.deadline)
+                        return
+                    began = time.time()
+                    run = self.run_context(shape, path, repetition)
+                    log('%s %s %d: %s, freed %s MiB, killed %s (%.1f s with set-up)' % (
+                        shape, path, repetition, run.get('skipped') or ('free' if run.get('free') else 'NOT free'),
+                        run.get('freed_mib', '-'), ', '.join(run['killed']) or 'nothing', time.time() - began))
 
     def results(self, kind, machine, date):
         if self.args.scenario == 'sources':
             return self.sources_results(machine, date)
+        entries = [] if self.args.scenario == 'contexts' else self.plain_results(machine, date)
+        return entries + self.context_results(machine, date)
+
+    def plain_results(self, machine, date):
         module = self.runs['module']
         ours_measure = 'module elapsed_seconds'
         ours = [run['module_elapsed_s'] for run in module]
@@ -958,6 +1240,140 @@ def _sources_entry(module, raw, poll_interval, machine, date):
                                           'baseline': sum(r['foreign_killed'] for r in raw)})
     item['overhead_s'] = round(item['ours_median_s'] - item['baseline_median_s'], 4)
     return [item]
+
+
+# -- the context shapes' checks and entries --------------------------------------------
+
+def _alive(record):
+    """Whether the process of a record (pid and create time) still runs: not gone, not reused, not a zombie
+    in every thread."""
+    return procs.same_process(record['pid'], record['create_time']) and not procs.is_zombie(record['pid'])
+
+
+def gpus_free(snapshot, threshold_mib):
+    """Every GPU of an NVML snapshot at or below the threshold with no process listed (and at least one GPU)."""
+    gpus = snapshot.get('gpus') or []
+    return bool(gpus) and all(gpu['memory_used_mib'] <= threshold_mib and not gpu.get('pids') for gpu in gpus)
+
+
+def total_used(snapshot):
+    """MiB used on all GPUs of an NVML snapshot, or None without GPUs."""
+    gpus = snapshot.get('gpus') or []
+    return sum(gpu['memory_used_mib'] for gpu in gpus) if gpus else None
+
+
+def gpu_used(snapshot, index):
+    for gpu in snapshot.get('gpus') or []:
+        if gpu.get('index') == index:
+            return gpu['memory_used_mib']
+    return None
+
+
+def context_problems(shape, seen, want_mib=None):
+    """Why a context shape is not in place before a path acts, from what the harness saw (``seen``: what
+    /proc showed of each process, the creator's fate, NVML's used MiB on the shape's GPU); empty when it is."""
+    problems = []
+    if shape == 'context_exited_leader':
+        leader = seen.get('leader') or {}
+        if leader.get('state') != 'Z':
+            problems.append('/proc/PID/stat reads %s, not Z' % leader.get('state'))
+        if leader.get('fd_count') != 0:
+            problems.append('/proc/PID/fd is not empty: %s entries' % leader.get('fd_count'))
+        live = [task for task in leader.get('tasks', [])
+                if task.get('state') not in (None, 'Z', 'X', 'x') and task.get('fd_nodes')]
+        if not live:
+            problems.append('no live thread holds /dev/nvidia* in /proc/PID/task/TID/fd')
+    elif shape in ('context_forked_pool', 'context_socket_receiver'):
+        creator = seen.get('creator')
+        if creator is None or creator.get('alive'):
+            problems.append('the creator is not dead after SIGKILL: %s' % creator)
+        if shape == 'context_forked_pool':
+            keepers = sorted(name for name in seen if name.startswith('pool'))
+            if not keepers:
+                problems.append('no forked child')
+        else:
+            keepers = ['receiver']
+        for name in keepers:
+            held = seen.get(name) or {}
+            if not held.get('fd_nodes'):
+                problems.append('%s holds no /dev/nvidia* in /proc/PID/fd' % name)
+    else:
+        problems.append('unknown context shape %s' % shape)
+    if want_mib is not None:
+        used = seen.get('used_mib')
+        if used is None:
+            problems.append('NVML gave no used memory for the GPU')
+        elif used < want_mib:
+            problems.append('the GPU shows %d MiB used, expected at least %d' % (used, want_mib))
+    return problems
+
+
+def observed(run):
+    """The facts of a run's shape in a few keys, for its entry."""
+    seen = run.get('observations') or {}
+    found = {'nvml_lists_dead_creator': run.get('nvml_lists_dead_creator'), 'fuser_saw': run.get('fuser_saw'),
+             'used_mib': seen.get('used_mib')}
+    for name, item in sorted(seen.items()):
+        if not isinstance(item, dict):
+            continue
+        if name == 'creator':
+            found['creator_alive'] = item.get('alive')
+            continue
+        found[name] = {'state': item.get('state'), 'threads': item.get('threads'), 'fd_count': item.get('fd_count'),
+                       'fd_nodes': item.get('fd_nodes'), 'maps_nodes': item.get('maps_nodes'),
+                       'task_fd_nodes': dict((str(task['tid']), task.get('fd_nodes')) for task in item.get('tasks', []))}
+    return found
+
+
+def _all(values):
+    values = list(values)
+    return None if not values else all(bool(value) for value in values)
+
+
+def _least(values):
+    values = [value for value in values if value is not None]
+    return min(values) if values else None
+
+
+def context_entry(shape, runs, checks, machine, date):
+    """The result entry of a context shape: the module's time against the one-liner's, over the runs that
+    freed the GPUs, and beside them ``checks_failed`` (empty for success), the MiB each path freed (the
+    least over the repetitions), whether the GPUs were free and stayed free, whether the second run was
+    changed=0, and what each path killed that it should not have."""
+    module = [run for run in runs if run.get('path') == 'module' and not run.get('skipped')]
+    oneliner = [run for run in runs if run.get('path') == 'oneliner' and not run.get('skipped')]
+    failed = [check['name'] for check in checks if check.get('scenario') == shape and not check['ok']]
+    if not module:
+        failed.append('%s: the module path did not run' % shape)
+    ours = [run['module_elapsed_s'] for run in module if run.get('free') and run.get('module_elapsed_s') is not None]
+    baseline = [run['time_to_free_s'] for run in oneliner if run.get('free') and run.get('time_to_free_s') is not None]
+    item = benchlib.entry(shape, ours, baseline, ONELINER_TEXT, machine, date,
+                          ours_measure='module elapsed_seconds, runs that freed the GPUs',
+                          baseline_measure='one-liner wall time, runs that freed the GPUs')
+    item.update({
+        'ok': not failed,
+        'checks_failed': failed,
+        'repetitions': max([run.get('repetition', 0) + 1 for run in runs] or [0]),
+        'shape_formed': _all(run.get('shape_formed') for run in runs),
+        'freed_mib': _least(run.get('freed_mib') for run in module),
+        'freed_mib_samples': [run.get('freed_mib') for run in module],
+        'oneliner_freed_mib': _least(run.get('freed_mib') for run in oneliner),
+        'oneliner_freed_mib_samples': [run.get('freed_mib') for run in oneliner],
+        'free': _all(run.get('free') for run in module),
+        'stayed_free': _all(run.get('stayed_free') for run in module),
+        'oneliner_free': _all(run.get('free') for run in oneliner),
+        'oneliner_stayed_free': _all(run.get('stayed_free') for run in oneliner),
+        'second_run_changed_0': _all(run.get('second_run_changed_0') for run in module),
+        'recheck_s': runs[0].get('recheck_s') if runs else None,
+        'foreign_killed': {'ours': sum(run.get('foreign_killed', 0) for run in module),
+                           'baseline': sum(run.get('foreign_killed', 0) for run in oneliner)},
+        'protected_killed': {'ours': sum(run.get('protected_killed', 0) for run in module),
+                             'baseline': sum(run.get('protected_killed', 0) for run in oneliner)},
+        'killed': {'ours': sorted(set(name for run in module for name in run.get('killed', []))),
+                   'baseline': sorted(set(name for run in oneliner for name in run.get('killed', [])))},
+        'observed': observed(runs[0]) if runs else None,
+    })
+    return item
 
 
 def _diff(later, earlier):
@@ -1059,8 +1475,20 @@ def build_parser():
     parser.add_argument('--paths', default=','.join(PATHS),
                         help='comma-separated, in the order run in each repetition (default: %(default)s)')
     parser.add_argument('--scenario', choices=SCENARIOS, default='plain',
-                        help='plain: orphaned vLLM-like workers; sources: a respawned worker and a namespace-init '
-                        'worker, checked to stay free after the playbook (default: %(default)s)')
+                        help='plain: orphaned vLLM-like workers, then the context shapes; sources: a respawned '
+                        'worker and a namespace-init worker, checked to stay free after the playbook; contexts: '
+                        'the context shapes alone (default: %(default)s)')
+    parser.add_argument('--shapes', default=','.join(CONTEXT_SHAPES),
+                        help='context shapes to run, comma-separated, or "none" (default: %(default)s)')
+    parser.add_argument('--context-gib', type=float, default=4.0,
+                        help='GiB a context shape holds on the first GPU (default: %(default)s)')
+    parser.add_argument('--context-repetitions', type=int,
+                        help='repetitions of each context shape (default: 1, with --scenario contexts --repetitions)')
+    parser.add_argument('--recheck', type=float, default=3.0,
+                        help='with the context shapes: seconds after a path the GPUs must still be free '
+                        '(default: %(default)s)')
+    parser.add_argument('--context-assert-timeout', type=float, default=10.0,
+                        help='with the context shapes: gpu_reclaim_assert_timeout (default: %(default)s)')
     parser.add_argument('--stay-free', type=float, default=5.0,
                         help='with --scenario sources: seconds after the playbook the GPUs must still be free')
     parser.add_argument('--settle', type=float, default=2.0,
@@ -1091,8 +1519,27 @@ def parse_args(argv=None):
     unknown = [path for path in args.paths if path not in PATHS]
     if unknown or not args.paths:
         raise SystemExit('tests/gpu/run: --paths: choose from %s; got: %s' % (', '.join(PATHS), ', '.join(unknown) or 'nothing'))
+    shapes = [shape.strip() for shape in args.shapes.split(',') if shape.strip()]
+    if shapes == ['none'] or args.scenario == 'sources':
+        shapes = []
+    unknown = [shape for shape in shapes if shape not in CONTEXT_SHAPES]
+    if unknown:
+        raise SystemExit('tests/gpu/run: --shapes: choose from %s or none; got: %s'
+                         % (', '.join(CONTEXT_SHAPES), ', '.join(unknown)))
+    if args.scenario == 'contexts' and not shapes:
+        raise SystemExit('tests/gpu/run: --scenario contexts needs at least one of --shapes')
+    args.shapes = [shape for shape in CONTEXT_SHAPES if shape in shapes]
+    if args.context_repetitions is None:
+        args.context_repetitions = args.repetitions if args.scenario == 'contexts' else 1
+    if args.context_repetitions < 1:
+        raise SystemExit('tests/gpu/run: --context-repetitions must be at least 1; got: %d' % args.context_repetitions)
+    if args.context_gib <= 0 or args.recheck < 0 or args.context_assert_timeout <= 0:
+        raise SystemExit('tests/gpu/run: --context-gib and --context-assert-timeout must be positive and '
+                         '--recheck not negative')
     if args.scenario == 'sources':
         args.paths = [path for path in args.paths if path in SOURCES_PATHS]
+    if args.scenario == 'contexts':
+        args.paths = [path for path in args.paths if path in CONTEXT_PATHS]
     if 'module' not in args.paths:
         raise SystemExit('tests/gpu/run: --paths must include module: every figure compares it with a baseline')
     found = shutil.which(args.python)
@@ -1151,13 +1598,13 @@ def main(argv=None):
             error = str(exc)
             log('stopped: %s' % error)
         floor = None
-        if error is None:
+        if error is None and args.scenario != 'contexts':
             try:
                 floor = harness.ansible_floor()
             except (HarnessError, subprocess.SubprocessError, OSError) as exc:
                 floor = {'error': str(exc)}
         entries = harness.results(kind, machine, date)
-        ok = error is None and all(item['ok'] for item in harness.checks) and bool(harness.runs['module'])
+        ok = error is None and all(item['ok'] for item in harness.checks) and harness.ran_module()
         data = {
             'results': entries,
             'ok': ok,
@@ -1170,7 +1617,10 @@ def main(argv=None):
             'config': {'gib_per_worker': args.gib, 'engine_gib': args.engine_gib, 'grace_seconds': args.grace,
                        'poll_interval': args.poll_interval, 'threshold_mib': args.threshold_mib,
                        'repetitions': args.repetitions, 'paths': args.paths, 'gpus': harness.gpu_indices,
-                       'tarball': os.path.basename(harness.tarball or '')},
+                       'tarball': os.path.basename(harness.tarball or ''), 'scenario': args.scenario,
+                       'shapes': args.shapes, 'context_gib': args.context_gib,
+                       'context_repetitions': args.context_repetitions, 'recheck_seconds': args.recheck,
+                       'context_assert_timeout': args.context_assert_timeout},
             'environment': environment,
             'driver_version': harness.snapshot.get('driver_version'),
             'gpus': harness.snapshot.get('gpus'),

@@ -5,6 +5,11 @@
     deployment.py engine  --run-dir D --gpu N --gib G
     deployment.py monitor --run-dir D [--interval S]
     deployment.py nsinit  --run-dir D [--monitor-exe PATH] -- PARENT ARGUMENTS
+    deployment.py nsinit  --run-dir D [--monitor-exe PATH] --shape SHAPE --gpu N --gib G
+    deployment.py leader  --run-dir D --gpu N --gib G
+    deployment.py pool    --run-dir D --gpu N --gib G [--children 3]
+    deployment.py receiver --run-dir D --socket @NAME
+    deployment.py sender  --run-dir D --gpu N --gib G --socket @NAME
 
 ``parent`` plays the API server: it starts one ``VLLM::Worker_TP<n>`` per GPU
 and a ``VLLM::EngineCore``, waits until each holds its memory, then reports
@@ -17,6 +22,18 @@ engine. ``nsinit`` is PID 1 of a private PID namespace: it starts a monitor and
 a deployment in there, and runs the common shell one-liner on request, so that
 the one-liner's ``fuser`` sees nothing but what the harness started.
 
+The context shapes (``nsinit --shape``) leave a CUDA context held by a process
+other than the one NVML names, since a context belongs to the open file
+descriptions of /dev/nvidia*: ``leader`` allocates in a second thread, then its
+main thread ends with the raw ``exit`` system call (not ``exit_group``), so
+the process reads ``Z`` while that thread keeps the memory
+(``context_exited_leader``); ``pool`` allocates, then forks children without
+exec that inherit the descriptors and sleep (``context_forked_pool``);
+``sender`` allocates, then passes its /dev/nvidia* descriptors over a Unix
+socket (SCM_RIGHTS) to ``receiver``, a process that is not its child and keeps
+them (``context_socket_receiver``). In the last two the harness SIGKILLs the
+creator afterwards.
+
 Each process writes ``D/ready/<name>.json`` (pid, create time, title) once it
 holds what it should, and ``D/term/<name>.json`` when SIGTERM arrives.
 ``--simulate DIR`` opens stand-in device nodes from DIR instead of using CUDA
@@ -27,10 +44,13 @@ import argparse
 import ctypes
 import json
 import os
+import platform
 import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 PR_SET_NAME = 15
@@ -46,12 +66,24 @@ MS_PRIVATE = 1 << 18
 GIB = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The exit system call, which ends the calling thread alone (exit_group ends them all).
+SYS_EXIT = {'x86_64': 60, 'aarch64': 93}
+# Descriptors per SCM_RIGHTS message (the kernel takes at most 253).
+MAX_FDS = 250
+CONTEXT_SHAPES = ('context_exited_leader', 'context_forked_pool', 'context_socket_receiver')
+
 # The shell one-liner people use to free GPUs, as they type it.
 ONELINER = 'kill -9 $(fuser {devices} 2>/dev/null); sleep 3; nvidia-smi'
 
 
+_LIBC = []
+
+
 def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+    # Opened once: a child forked from a process with other threads (CUDA's) then needs no dynamic loader.
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 def set_title(title):
@@ -191,6 +223,211 @@ def cmd_monitor(args):
         time.sleep(args.interval)
 
 
+# -- context shapes: the memory outlives the PID NVML names -------------------------
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat (the thread group leader's), or None."""
+    try:
+        with open('/proc/%d/stat' % pid, 'rb') as handle:
+            return handle.read().rpartition(b')')[2].split()[0].decode('ascii')
+    except (OSError, IndexError):
+        return None
+
+
+def fail(run_dir, name, error):
+    write_json(os.path.join(run_dir, 'failed', name + '.json'), {'name': name, 'error': error})
+    os._exit(1)
+
+
+def exit_this_thread():
+    """End the calling thread with the raw exit system call. From the main thread, the process's leader
+    exits and every other thread runs on; glibc's exit and Python's sys.exit would end them all."""
+    number = SYS_EXIT.get(platform.machine())
+    if number is None:
+        raise RuntimeError('no exit system call number known for %s' % platform.machine())
+    _libc().syscall(number, 0)
+    raise RuntimeError('the exit system call returned')
+
+
+def device_descriptors(prefix):
+    """This process's descriptors whose /proc/self/fd link starts with ``prefix``."""
+    found = []
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink('/proc/self/fd/' + name).startswith(prefix):
+                found.append(int(name))
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def node_prefix(simulate):
+    return os.path.join(simulate, 'nvidia') if simulate else '/dev/nvidia'
+
+
+def socket_address(name):
+    """``@NAME`` is NAME in the abstract namespace (no file, no length trouble); anything else a path."""
+    return '\0' + name[1:] if name.startswith('@') else name
+
+
+def cmd_leader(args):
+    """A second thread allocates and keeps the memory; then the main thread exits alone."""
+    title = 'ctx-leader'
+    set_title(title)
+    held = {}
+    allocated = threading.Event()
+
+    def keeper():
+        try:
+            held['keep'] = hold_memory(args.gpu, args.gib, args.simulate)
+        except BaseException as exc:  # pylint: disable=broad-except
+            held['error'] = '%s: %s' % (type(exc).__name__, exc)
+            allocated.set()
+            return
+        held['tid'] = threading.get_native_id()
+        allocated.set()
+        deadline = time.time() + 30
+        while process_state(os.getpid()) != 'Z':
+            if time.time() > deadline:
+                fail(args.run_dir, 'leader', 'the main thread did not exit within 30 s')
+            time.sleep(0.01)
+        report_ready(args.run_dir, 'leader', title, role='leader', gpu=args.gpu, gib=args.gib, tid=held['tid'],
+                     ignores_sigterm=False)
+        while True:
+            time.sleep(3600)
+
+    threading.Thread(target=keeper, name='keeper').start()
+    if not allocated.wait(args.ready_timeout) or 'tid' not in held:
+        fail(args.run_dir, 'leader', held.get('error') or 'no allocation after %d s' % args.ready_timeout)
+    exit_this_thread()
+    return 1
+
+
+def cmd_pool(args):
+    """Allocate, then fork children without exec (as DataLoader workers and multiprocessing's fork make
+    them): they inherit every descriptor, touch nothing of CUDA and sleep."""
+    title = 'ctx-creator'
+    set_title(title)
+    keep = hold_memory(args.gpu, args.gib, args.simulate)
+    children = {}
+    for index in range(args.children):
+        name = 'pool%d' % index
+        pid = os.fork()
+        if pid == 0:
+            try:
+                set_title('pt_data_worker')
+                report_ready(args.run_dir, name, 'pt_data_worker', role='pool-child', index=index,
+                             ignores_sigterm=False)
+                while True:
+                    signal.pause()
+            finally:
+                os._exit(0)
+        children[name] = pid
+    try:
+        wait_ready(args.run_dir, list(children), {}, args.ready_timeout)
+    except RuntimeError as exc:
+        fail(args.run_dir, 'creator', str(exc))
+    report_ready(args.run_dir, 'creator', title, role='creator', gpu=args.gpu, gib=args.gib, children=children)
+    hold_forever()
+    return keep
+
+
+def cmd_receiver(args):
+    """Wait for descriptors over a Unix socket (SCM_RIGHTS), keep them and sleep."""
+    title = 'ctx-receiver'
+    set_title(title)
+    install_term_handler(args.run_dir, 'receiver')
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(socket_address(args.socket))
+    server.listen(1)
+    server.settimeout(args.ready_timeout)
+    try:
+        conn, dummy = server.accept()
+        conn.settimeout(args.ready_timeout)
+        kept = []
+        while True:
+            message, fds, dummy, dummy = socket.recv_fds(conn, 4096, MAX_FDS)
+            kept.extend(fds)
+            if not message:
+                raise RuntimeError('the sender closed the connection after %d descriptors' % len(kept))
+            if json.loads(message.decode('utf-8')).get('last'):
+                break
+        conn.sendall(b'ok')
+        conn.close()
+    except (OSError, RuntimeError, ValueError) as exc:
+        fail(args.run_dir, 'receiver', 'no descriptors received: %s' % exc)
+    server.close()
+    nodes = sorted(set(os.readlink('/proc/self/fd/%d' % fd) for fd in kept))
+    report_ready(args.run_dir, 'receiver', title, role='receiver', received=len(kept), nodes=nodes,
+                 ignores_sigterm=False)
+    hold_forever()
+    return kept
+
+
+def cmd_sender(args):
+    """Allocate, then send every /dev/nvidia* descriptor to the receiver and keep running."""
+    title = 'ctx-creator'
+    set_title(title)
+    keep = hold_memory(args.gpu, args.gib, args.simulate)
+    fds = device_descriptors(node_prefix(args.simulate))
+    if not fds:
+        fail(args.run_dir, 'creator', 'no descriptor of %s* to send' % node_prefix(args.simulate))
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    deadline = time.time() + args.ready_timeout
+    while True:
+        try:
+            conn.connect(socket_address(args.socket))
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.time() > deadline:
+                fail(args.run_dir, 'creator', 'the receiver does not listen on %s' % args.socket)
+            time.sleep(0.02)
+    conn.settimeout(args.ready_timeout)
+    try:
+        for start in range(0, len(fds), MAX_FDS):
+            batch = fds[start:start + MAX_FDS]
+            header = {'last': start + MAX_FDS >= len(fds), 'count': len(batch)}
+            socket.send_fds(conn, [json.dumps(header).encode('utf-8')], batch)
+        answer = conn.recv(16)
+    except OSError as exc:
+        fail(args.run_dir, 'creator', 'sending the descriptors failed: %s' % exc)
+    if answer != b'ok':
+        fail(args.run_dir, 'creator', 'the receiver answered %r' % answer)
+    conn.close()
+    report_ready(args.run_dir, 'creator', title, role='creator', gpu=args.gpu, gib=args.gib, sent=len(fds))
+    hold_forever()
+    return keep
+
+
+def shape_ready_names(shape, children=3):
+    """The ready files that say a context shape is in place, before the harness kills any creator."""
+    if shape == 'context_exited_leader':
+        return ['leader']
+    if shape == 'context_forked_pool':
+        return ['creator'] + ['pool%d' % index for index in range(children)]
+    if shape == 'context_socket_receiver':
+        return ['receiver', 'creator']
+    raise ValueError('unknown context shape %r; choose from %s' % (shape, ', '.join(CONTEXT_SHAPES)))
+
+
+def shape_commands(shape, run_dir, gpu, gib, simulate=None, children=3, socket_name=None, ready_timeout=300.0):
+    """``[(name, command)]`` that nsinit starts, in this order, for a context shape."""
+    def role(name):
+        command = [sys.executable, os.path.abspath(__file__), name, '--run-dir', run_dir,
+                   '--ready-timeout', str(ready_timeout)]
+        return command + (['--simulate', simulate] if simulate else [])
+    hold = ['--gpu', str(gpu), '--gib', str(gib)]
+    if shape == 'context_exited_leader':
+        return [('leader', role('leader') + hold)]
+    if shape == 'context_forked_pool':
+        return [('creator', role('pool') + hold + ['--children', str(children)])]
+    if shape == 'context_socket_receiver':
+        # Started one after the other by nsinit: the receiver is no child of the sender.
+        return [('receiver', role('receiver') + ['--socket', socket_name]),
+                ('creator', role('sender') + hold + ['--socket', socket_name])]
+    raise ValueError('unknown context shape %r; choose from %s' % (shape, ', '.join(CONTEXT_SHAPES)))
+
+
 # -- the API server ----------------------------------------------------------
 
 def child_command(role, args, *extra):
@@ -305,19 +542,34 @@ def cmd_nsinit(args):
         monitor_env = dict(os.environ)
         monitor_env.update(read_json(args.monitor_env))
     monitor = subprocess.Popen(monitor_command, env=monitor_env)
-    parent_args = list(args.parent)
-    if parent_args and parent_args[0] == '--':
-        parent_args = parent_args[1:]
-    parent = subprocess.Popen([sys.executable, os.path.abspath(__file__), 'parent'] + parent_args)
+    if args.shape:
+        # A context shape instead of the vLLM-like job; any creator is killed by the harness later.
+        processes = {}
+        socket_name = '@gpuops-ctx-%s' % os.urandom(6).hex()
+        for name, command in shape_commands(args.shape, args.run_dir, args.gpu, args.gib, args.simulate,
+                                            args.children, socket_name, args.ready_timeout):
+            # Their stdout goes to the log: nsinit's own stdout carries its events to the harness.
+            processes[name] = subprocess.Popen(command, stdout=sys.stderr.fileno())
+        names = shape_ready_names(args.shape, args.children)
+    else:
+        parent_args = list(args.parent)
+        if parent_args and parent_args[0] == '--':
+            parent_args = parent_args[1:]
+        processes = {'parent': subprocess.Popen([sys.executable, os.path.abspath(__file__), 'parent'] + parent_args)}
+        names = ['parent']
     try:
-        wait_ready(args.run_dir, ['parent', 'monitor'], {'parent': parent, 'monitor': monitor},
-                   args.ready_timeout)
+        wait_ready(args.run_dir, names + ['monitor'], dict(processes, monitor=monitor), args.ready_timeout)
     except RuntimeError as exc:
         emit({'event': 'failed', 'error': str(exc)})
         return 1
-    parent.kill()
-    parent.wait()
-    emit({'event': 'ready', 'monitor': monitor.pid, 'parent': parent.pid})
+    if args.shape:
+        emit({'event': 'ready', 'monitor': monitor.pid, 'shape': args.shape,
+              'pids': dict((name, process.pid) for name, process in processes.items())})
+    else:
+        parent = processes['parent']
+        parent.kill()
+        parent.wait()
+        emit({'event': 'ready', 'monitor': monitor.pid, 'parent': parent.pid})
     devices = args.devices
     while True:
         ready, dummy, dummy = select.select([sys.stdin], [], [], 0.05)
@@ -383,8 +635,25 @@ def build_parser():
     nsinit.add_argument('--monitor-exe')
     nsinit.add_argument('--monitor-env', metavar='FILE', help='JSON object of variables for the monitor')
     nsinit.add_argument('--devices', default='/dev/nvidia*', help='the glob the one-liner passes to fuser')
+    nsinit.add_argument('--shape', choices=CONTEXT_SHAPES, help='a context shape instead of the vLLM-like job')
+    nsinit.add_argument('--gpu', type=int, default=0, help='with --shape: the GPU it allocates on')
+    nsinit.add_argument('--gib', type=float, default=4.0, help='with --shape: GiB it allocates')
+    nsinit.add_argument('--children', type=int, default=3, help='with --shape context_forked_pool: forked children')
     nsinit.add_argument('parent', nargs=argparse.REMAINDER)
     nsinit.set_defaults(func=cmd_nsinit)
+
+    for name, func in (('leader', cmd_leader), ('pool', cmd_pool), ('sender', cmd_sender)):
+        command = common(name)
+        command.add_argument('--gpu', type=int, required=True)
+        command.add_argument('--gib', type=float, required=True)
+        if name == 'pool':
+            command.add_argument('--children', type=int, default=3)
+        if name == 'sender':
+            command.add_argument('--socket', required=True, help='@NAME (abstract) or a path')
+        command.set_defaults(func=func)
+    receiver = common('receiver')
+    receiver.add_argument('--socket', required=True, help='@NAME (abstract) or a path')
+    receiver.set_defaults(func=cmd_receiver)
     return parser
 
 

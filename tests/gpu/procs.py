@@ -226,10 +226,101 @@ def same_process(pid, create_time):
 
 
 def is_zombie(pid):
+    """True when ``pid`` is gone, or has exited and waits to be reaped: every thread of it, not only the
+    leader. A leader thread that exited on its own leaves ``Z`` in /proc/PID/stat while the other threads
+    run on and keep what the process holds."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            return False
     except psutil.Error:
         return True
+    return not live_threads(pid)
+
+
+def _state(stat_path):
+    """The state letter of a ``stat`` file of /proc, or None when it cannot be read."""
+    try:
+        with open(stat_path, 'rb') as handle:
+            fields = handle.read().rpartition(b')')[2].split()
+    except OSError:
+        return None
+    return fields[0].decode('ascii', 'replace') if fields else None
+
+
+def live_threads(pid, proc_root='/proc'):
+    """TIDs of the threads of ``pid`` that have not exited (state neither Z nor X)."""
+    task = os.path.join(proc_root, str(pid), 'task')
+    try:
+        names = os.listdir(task)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        state = _state(os.path.join(task, name, 'stat'))
+        if state is not None and state not in ('Z', 'X', 'x'):
+            found.append(int(name))
+    return sorted(found)
+
+
+def device_links(fd_dir, prefix='/dev/nvidia'):
+    """Targets of the links in a ``fd`` folder of /proc that start with ``prefix`` (sorted, one per
+    descriptor), or None when the folder cannot be read."""
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return None
+    found = []
+    for name in names:
+        try:
+            target = os.readlink(os.path.join(fd_dir, name))
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            found.append(target)
+    return sorted(found)
+
+
+def context_holding(pid, prefix='/dev/nvidia', proc_root='/proc'):
+    """What /proc shows of ``pid`` as a holder of device nodes: the state in /proc/PID/stat, ``Threads:``
+    of its status, the nodes under /proc/PID/fd and mapped in /proc/PID/maps, and for each thread its
+    state and the nodes under /proc/PID/task/TID/fd (where a thread whose leader exited still shows them).
+    ``fd_count`` counts every entry of /proc/PID/fd, the other counts descriptors of the nodes; ``nodes``
+    names the distinct nodes."""
+    base = os.path.join(proc_root, str(pid))
+    seen = {'pid': pid, 'exists': os.path.isdir(base), 'state': _state(os.path.join(base, 'stat')),
+            'threads': None, 'fd_count': None, 'fd_nodes': None, 'maps_nodes': None, 'tasks': [], 'nodes': []}
+    if not seen['exists']:
+        return seen
+    try:
+        with open(os.path.join(base, 'status')) as handle:
+            for line in handle:
+                if line.startswith('Threads:'):
+                    seen['threads'] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    try:
+        seen['fd_count'] = len(os.listdir(os.path.join(base, 'fd')))
+    except OSError:
+        pass
+    links = device_links(os.path.join(base, 'fd'), prefix)
+    seen['fd_nodes'] = None if links is None else len(links)
+    nodes = set(links or [])
+    try:
+        with open(os.path.join(base, 'maps')) as handle:
+            seen['maps_nodes'] = sum(1 for line in handle if prefix in line)
+    except OSError:
+        pass
+    try:
+        tids = sorted(int(name) for name in os.listdir(os.path.join(base, 'task')))
+    except OSError:
+        tids = []
+    for tid in tids:
+        task_links = device_links(os.path.join(base, 'task', str(tid), 'fd'), prefix)
+        nodes.update(task_links or [])
+        seen['tasks'].append({'tid': tid, 'state': _state(os.path.join(base, 'task', str(tid), 'stat')),
+                              'fd_nodes': None if task_links is None else len(task_links)})
+    seen['nodes'] = sorted(nodes)
+    return seen
 
 
 def signal_exact(pid, create_time, signum):

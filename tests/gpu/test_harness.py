@@ -500,3 +500,262 @@ def test_ansible_floor_times_an_empty_playbook_and_ping_tasks(tmp_path):
     assert floor['repetitions'] == 1
     assert 0 < floor['empty_playbook_median_s'] < 60
     assert 0 < floor['ping_task_first_median_s'] < 60 and 0 < floor['ping_task_median_s'] < 60
+
+
+# -- the context shapes ---------------------------------------------------------------
+
+@pytest.fixture
+def node_files(tmp_path):
+    """Stand-ins for the device nodes as plain files: enough for descriptors, no root needed."""
+    folder = tmp_path / 'files'
+    folder.mkdir()
+    for name in ('nvidiactl', 'nvidia-uvm', 'nvidia0'):
+        (folder / name).write_bytes(b'')
+    return str(folder)
+
+
+def test_context_arguments():
+    args = acceptance.parse_args([])
+    assert args.scenario == 'plain' and args.shapes == list(acceptance.CONTEXT_SHAPES)
+    assert args.context_repetitions == 1 and args.context_gib == 4.0 and args.recheck == 3.0
+    args = acceptance.parse_args(['--scenario', 'contexts', '--repetitions', '2'])
+    assert args.paths == ['module', 'oneliner'] and args.context_repetitions == 2
+    args = acceptance.parse_args(['--scenario', 'contexts', '--shapes', 'context_socket_receiver,context_forked_pool'])
+    assert args.shapes == ['context_forked_pool', 'context_socket_receiver']
+    assert acceptance.parse_args(['--shapes', 'none']).shapes == []
+    assert acceptance.parse_args(['--scenario', 'sources']).shapes == []
+    for argv, message in ((['--shapes', 'context_other'], 'choose from'),
+                          (['--scenario', 'contexts', '--shapes', 'none'], 'needs at least one'),
+                          (['--context-repetitions', '0'], 'at least 1'),
+                          (['--scenario', 'contexts', '--paths', 'raw'], 'must include module')):
+        with pytest.raises(SystemExit) as caught:
+            acceptance.parse_args(argv)
+        assert message in str(caught.value)
+
+
+def test_shape_commands_start_the_receiver_apart_from_the_sender():
+    commands = deployment.shape_commands('context_socket_receiver', '/run', 0, 4.0, socket_name='@s')
+    assert [name for name, dummy in commands] == ['receiver', 'creator']
+    assert [command[2] for dummy, command in commands] == ['receiver', 'sender']
+    assert all(command[command.index('--socket') + 1] == '@s' for dummy, command in commands)
+    assert deployment.shape_ready_names('context_forked_pool') == ['creator', 'pool0', 'pool1', 'pool2']
+    assert deployment.shape_ready_names('context_exited_leader') == ['leader']
+    with pytest.raises(ValueError):
+        deployment.shape_ready_names('context_other')
+
+
+def test_a_leader_that_exited_alone_is_no_zombie(node_files, tmp_path, owned):
+    """The main thread ends with the raw exit system call: /proc/PID/stat reads Z and /proc/PID/fd is
+    empty, while the other thread holds the nodes; the harness still counts the process as alive and its
+    cleanup still stops it."""
+    run_dir = str(tmp_path / 'run')
+    leader = subprocess.Popen([sys.executable, deployment.__file__, 'leader', '--run-dir', run_dir,
+                               '--simulate', node_files, '--gpu', '0', '--gib', '1'])
+    owned.add(leader.pid, label='leader')
+    wait_file(os.path.join(run_dir, 'ready', 'leader.json'))
+    record = deployment.read_json(os.path.join(run_dir, 'ready', 'leader.json'))
+    assert record['pid'] == leader.pid and procs.same_process(leader.pid, record['create_time'])
+    assert psutil.Process(leader.pid).status() == psutil.STATUS_ZOMBIE
+    assert not procs.is_zombie(leader.pid) and procs.live_threads(leader.pid) == [record['tid']]
+    seen = procs.context_holding(leader.pid, os.path.join(node_files, 'nvidia'))
+    assert seen['state'] == 'Z' and seen['fd_count'] == 0 and seen['fd_nodes'] == 0 and seen['threads'] == 2
+    by_tid = dict((task['tid'], task) for task in seen['tasks'])
+    assert by_tid[leader.pid]['state'] == 'Z' and by_tid[record['tid']]['fd_nodes'] == 3
+    assert acceptance.context_problems('context_exited_leader', dict(leader=seen, used_mib=4096), 3686) == []
+    assert [entry['pid'] for entry in owned.alive()] == [leader.pid]
+    assert owned.stop_all(grace=0.5) == []
+    assert leader.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_forked_children_and_a_receiver_keep_the_nodes_after_the_creator_dies(node_files, tmp_path, owned):
+    run_dir = str(tmp_path / 'run')
+    pool = subprocess.Popen([sys.executable, deployment.__file__, 'pool', '--gpu', '0', '--gib', '1', '--children',
+                             '2', '--run-dir', run_dir, '--simulate', node_files, '--ready-timeout', '30'])
+    owned.add(pool.pid, label='pool creator')
+    receiver = subprocess.Popen([sys.executable, deployment.__file__, 'receiver', '--socket', '@gpuops-test-%d'
+                                 % os.getpid(), '--run-dir', str(tmp_path / 'socket'), '--ready-timeout', '30'])
+    owned.add(receiver.pid, label='receiver')
+    sender = subprocess.Popen([sys.executable, deployment.__file__, 'sender', '--socket', '@gpuops-test-%d'
+                               % os.getpid(), '--gpu', '0', '--gib', '1', '--run-dir', str(tmp_path / 'socket'),
+                               '--simulate', node_files, '--ready-timeout', '30'])
+    owned.add(sender.pid, label='sender')
+    wait_file(os.path.join(run_dir, 'ready', 'creator.json'))
+    wait_file(str(tmp_path / 'socket' / 'ready' / 'creator.json'))
+    children = [deployment.read_json(os.path.join(run_dir, 'ready', 'pool%d.json' % index)) for index in (0, 1)]
+    for child in children:
+        owned.add(child['pid'], child['create_time'], label=child['name'])
+        assert psutil.Process(child['pid']).ppid() == pool.pid
+    got = deployment.read_json(str(tmp_path / 'socket' / 'ready' / 'receiver.json'))
+    names = ('nvidia-uvm', 'nvidia0', 'nvidiactl')
+    assert got['received'] == 3 and got['nodes'] == sorted(os.path.join(node_files, name) for name in names)
+    assert psutil.Process(receiver.pid).ppid() == os.getpid()
+    for creator in (pool, sender):
+        owned.signal(creator.pid, signal.SIGKILL)
+        creator.wait()
+    prefix = os.path.join(node_files, 'nvidia')
+    for pid in [child['pid'] for child in children] + [receiver.pid]:
+        assert procs.context_holding(pid, prefix)['fd_nodes'] == 3
+    assert owned.stop_all(grace=0.5) == []
+    receiver.wait()
+
+
+def test_context_problems():
+    tasks = [{'tid': 1, 'state': 'Z', 'fd_nodes': 0}, {'tid': 2, 'state': 'S', 'fd_nodes': 5}]
+    leader = {'state': 'Z', 'fd_count': 0, 'tasks': tasks}
+    assert acceptance.context_problems('context_exited_leader', {'leader': leader, 'used_mib': 4000}, 3686) == []
+    running = dict(leader, state='S', fd_count=7, tasks=[{'tid': 1, 'state': 'S', 'fd_nodes': 0}])
+    assert acceptance.context_problems('context_exited_leader', {'leader': running, 'used_mib': 100}, 3686) == [
+        '/proc/PID/stat reads S, not Z', '/proc/PID/fd is not empty: 7 entries',
+        'no live thread holds /dev/nvidia* in /proc/PID/task/TID/fd',
+        'the GPU shows 100 MiB used, expected at least 3686']
+    dead = {'pid': 9, 'alive': False, 'signal': 'sent'}
+    pool = {'creator': dead, 'pool0': {'fd_nodes': 26}, 'pool1': {'fd_nodes': 26}, 'used_mib': 4200}
+    assert acceptance.context_problems('context_forked_pool', pool, 3686) == []
+    pool['pool1'] = {'fd_nodes': 0}
+    assert acceptance.context_problems('context_forked_pool', pool, 3686) == ['pool1 holds no /dev/nvidia* in /proc/PID/fd']
+    socket_shape = {'creator': dict(dead, alive=True), 'receiver': {'fd_nodes': 30}}
+    assert acceptance.context_problems('context_socket_receiver', socket_shape, 3686) == [
+        "the creator is not dead after SIGKILL: {'pid': 9, 'alive': True, 'signal': 'sent'}",
+        'NVML gave no used memory for the GPU']
+    assert acceptance.context_problems('context_socket_receiver', socket_shape) != []
+
+
+def test_gpu_readings():
+    snapshot = {'gpus': [{'index': 0, 'memory_used_mib': 4100, 'pids': [7]}, {'index': 1, 'memory_used_mib': 0, 'pids': []}]}
+    assert acceptance.total_used(snapshot) == 4100 and acceptance.gpu_used(snapshot, 1) == 0
+    assert not acceptance.gpus_free(snapshot, 64)
+    assert acceptance.gpus_free({'gpus': [{'index': 0, 'memory_used_mib': 60, 'pids': []}]}, 64)
+    assert not acceptance.gpus_free({'available': False, 'gpus': []}, 64)
+    assert acceptance.total_used({'gpus': []}) is None
+
+
+def test_context_entry():
+    module = {'shape': 'context_forked_pool', 'path': 'module', 'repetition': 0, 'shape_formed': True,
+              'free': True, 'stayed_free': True, 'freed_mib': 4100, 'module_elapsed_s': 0.3,
+              'second_run_changed_0': True, 'foreign_killed': 0, 'protected_killed': 0,
+              'killed': ['pool0', 'pool1', 'pool2'], 'recheck_s': 3.0, 'nvml_lists_dead_creator': True,
+              'observations': {'creator': {'alive': False}, 'pool0': {'state': 'S', 'fd_nodes': 26, 'tasks': []},
+                               'used_mib': 4700}}
+    oneliner = dict(module, path='oneliner', module_elapsed_s=None, time_to_free_s=3.1, freed_mib=4000,
+                    second_run_changed_0=None, protected_killed=1)
+    later = dict(module, repetition=1, free=False, stayed_free=False, freed_mib=0, second_run_changed_0=False)
+    checks = [{'name': 'context_forked_pool-module-1: GPUs free after the playbook', 'ok': False,
+               'scenario': 'context_forked_pool'},
+              {'name': 'context_forked_pool-module-0: playbook succeeded', 'ok': True, 'scenario': 'context_forked_pool'},
+              {'name': 'module-0: playbook succeeded', 'ok': False}]
+    item = acceptance.context_entry('context_forked_pool', [module, oneliner, later], checks, 'nvidia-h200: 1x',
+                                    '2030-01-02')
+    assert item['name'] == 'context_forked_pool' and item['repetitions'] == 2
+    assert item['checks_failed'] == ['context_forked_pool-module-1: GPUs free after the playbook'] and not item['ok']
+    assert item['freed_mib'] == 0 and item['freed_mib_samples'] == [4100, 0] and item['oneliner_freed_mib'] == 4000
+    assert item['free'] is False and item['stayed_free'] is False and item['second_run_changed_0'] is False
+    assert item['oneliner_free'] is True and item['oneliner_stayed_free'] is True
+    assert item['ours_median_s'] == 0.3 and item['baseline_median_s'] == 3.1 and item['ratio'] == round(0.3 / 3.1, 4)
+    assert item['foreign_killed'] == {'ours': 0, 'baseline': 0}
+    assert item['protected_killed'] == {'ours': 0, 'baseline': 1}
+    assert item['observed']['creator_alive'] is False and item['observed']['nvml_lists_dead_creator'] is True
+    assert item['observed']['pool0']['fd_nodes'] == 26
+    passed = acceptance.context_entry('context_forked_pool', [module, oneliner], checks[1:], 'x', 'y')
+    assert passed['ok'] and passed['checks_failed'] == [] and passed['free'] and passed['second_run_changed_0']
+    assert benchlib.gpu_rows([passed], 'results/gpu-a.json')[0].startswith('| y | x | `context_forked_pool` |')
+    missing = acceptance.context_entry('context_socket_receiver', [], checks, 'x', 'y')
+    assert missing['checks_failed'] == ['context_socket_receiver: the module path did not run']
+    assert missing['free'] is None and missing['freed_mib'] is None and missing['observed'] is None
+
+
+KEEPER_TITLES = ('ctx-leader', 'pt_data_worker', 'ctx-receiver')
+
+
+def fake_probe(harness, used_mib=4096):
+    """NVML as the harness reads it, for stand-in nodes: the GPU is used while a keeper of the shape runs."""
+    def probe(*arguments, **kwargs):
+        del kwargs
+        held = any(entry['label'].split(' ')[0] in KEEPER_TITLES and procs.same_process(pid, entry['create_time'])
+                   and not procs.is_zombie(pid) for pid, entry in list(harness.owned.processes.items()))
+        if arguments[0] == 'watch':
+            return {'event': 'timeout' if held else 'free', 'time': time.time(), 'gpus': []}
+        return {'available': True, 'driver_version': 'stand-in',
+                'gpus': [{'index': 0, 'memory_used_mib': used_mib if held else 0, 'pids': []}]}
+    return probe
+
+
+@needs_root
+@pytest.mark.parametrize('shape, killed, free', [
+    ('context_exited_leader', [], False),
+    ('context_forked_pool', ['pool0', 'pool1', 'pool2'], True),
+    ('context_socket_receiver', ['receiver'], True),
+])
+def test_context_shape_along_the_oneliner(devices, tmp_path, monkeypatch, shape, killed, free):
+    """Each shape forms in the private namespace beside the monitor; the one-liner kills the monitor and
+    what fuser sees, which misses a process whose leader exited; nothing outside is touched."""
+    args = acceptance.parse_args(['--scenario', 'contexts', '--shapes', shape, '--work-dir', str(tmp_path / 'work'),
+                                  '--recheck', '0.2', '--ready-timeout', '30'])
+    harness = acceptance.Harness(args)
+    harness.work = str(tmp_path / 'run')
+    os.makedirs(harness.work)
+    harness.gpu_indices = [0]
+    harness.simulate = devices
+    monkeypatch.setattr(harness, 'probe', fake_probe(harness))
+    # A process outside the namespace that holds no node: the one-liner must not reach it. Only it is
+    # watched as foreign, since other processes of this machine come and go on their own.
+    outsider = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])
+    real_foreign = procs.foreign_processes
+    monkeypatch.setattr(procs, 'foreign_processes', lambda owned: dict(
+        (key, text) for key, text in real_foreign(owned, me=-1).items() if key[0] == outsider.pid))
+    try:
+        run = harness.run_context(shape, 'oneliner', 0)
+        assert run['shape_formed'], run['shape_problems']
+        assert run['killed'] == killed and run['free'] is free and run['stayed_free'] is free
+        assert run['freed_mib'] == (4096 if free else 0)
+        assert not run['monitor_survived'] and run['protected_killed'] == 1
+        assert run['foreign_killed'] == 0 and run['oneliner_rc'] == 0
+        seen = run['observations']
+        if shape == 'context_exited_leader':
+            assert seen['leader']['state'] == 'Z' and seen['leader']['fd_count'] == 0
+            assert [task['fd_nodes'] for task in seen['leader']['tasks'] if task['state'] != 'Z'] == [3]
+            assert not any(name.startswith('ctx-leader') for name in run['fuser_saw'])
+        else:
+            assert seen['creator']['alive'] is False and seen['creator']['signal'] == 'sent'
+            assert all(seen[name]['fd_nodes'] for name in killed)
+        assert [check['name'] for check in harness.checks if not check['ok']] == []
+        assert all(check['scenario'] == shape for check in harness.checks)
+        assert harness.owned.alive() == []
+        item = acceptance.context_entry(shape, harness.runs[shape], harness.checks, 'stand-in', '2030-01-02')
+        assert item['oneliner_free'] is free and item['checks_failed'] == [shape + ': the module path did not run']
+        assert outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()
+        harness.owned.adopt_descendants()
+        assert harness.owned.stop_all(grace=0.5) == []
+        for child in harness.children:
+            child.wait(timeout=10)
+
+
+@needs_root
+def test_context_shape_stops_before_any_signal_when_an_outsider_holds_a_node(devices, tmp_path, monkeypatch):
+    args = acceptance.parse_args(['--scenario', 'contexts', '--shapes', 'context_forked_pool', '--work-dir',
+                                  str(tmp_path / 'work'), '--ready-timeout', '30'])
+    harness = acceptance.Harness(args)
+    harness.work = str(tmp_path / 'run')
+    os.makedirs(harness.work)
+    harness.gpu_indices = [0]
+    harness.simulate = devices
+    monkeypatch.setattr(harness, 'probe', fake_probe(harness))
+    outsider = subprocess.Popen([sys.executable, '-c', 'import sys, time; h = open(sys.argv[1]); time.sleep(120)',
+                                 os.path.join(devices, 'nvidia1')])
+    try:
+        wait_until(lambda: outsider.pid in procs.run_fuser([os.path.join(devices, 'nvidia1')])[0])
+        with pytest.raises(acceptance.HarnessError) as caught:
+            harness.run_context('context_forked_pool', 'module', 0)
+        assert 'did not start now hold a GPU: %d' % outsider.pid in str(caught.value)
+        creators = [pid for pid, entry in harness.owned.processes.items() if entry['label'].startswith('ctx-creator')]
+        assert len(creators) == 1 and not procs.is_zombie(creators[0])
+        assert outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()
+        harness.owned.adopt_descendants()
+        assert harness.owned.stop_all(grace=0.5) == []
+        for child in harness.children:
+            child.wait(timeout=10)

@@ -17,9 +17,10 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _plan,
     _report,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import KEEPER_ROUND_SLACK, Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._keepers import KEEPER_HELD_BACK, KEEPER_ROUND_SLACK
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import KEEPER_HELD_BACK, build_scope, plan_release
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     add_parent,
     holder,
@@ -320,7 +321,7 @@ def test_a_weaker_keeper_is_spared_when_the_stronger_one_frees_the_context():
     world = ContextWorld([50])
     for record in (strong, client):
         world.add(record)
-    plan, result = run(world, [strong, client], scope=build_scope([0]))
+    plan, result = run(world, [strong, client], scope=build_scope([0], kinds=['compute', 'client']))
     assert [entry['pid'] for entry in result['released']] == [50]
     assert [pid for dummy, pid, dummy2 in world.sent] == [50]
     assert [(entry['pid'], entry['reason']) for entry in result['spared']] == [(52, KEEPER_HELD_BACK)]
@@ -371,3 +372,51 @@ def test_a_stop_asked_before_the_first_step_signals_no_holder_and_stops_no_sourc
     # The supervisors frozen first are thawed; no holder got any signal.
     assert all(s[1] in (100, 200) and s[2] in ('SIGSTOP', 'SIGCONT') for s in world.sent)
     assert stopped_pids(world) == [] and result['released'] == []
+
+
+class LeftBehindWorld(World):
+    """NVML lists ``creator`` on GPU 0 while it or any of ``keepers`` lives, as a context a child keeps."""
+
+    def __init__(self, creator, keepers, **kwargs):
+        World.__init__(self, **kwargs)
+        self.creator, self.keepers = creator, set(keepers)
+
+    def poll(self, indices, timeout=None):
+        result = World.poll(self, indices, timeout)
+        if any(not self.procs[pid]['exited'] for pid in self.keepers) and self.creator not in result[0]['pids']:
+            result[0]['pids'].add(self.creator)
+            result[0]['memory_used_mib'] += 1000
+        return result
+
+
+def test_a_forked_child_that_keeps_its_exited_parents_context_is_found_and_released():
+    parent = holder(50, gpus=(0,))
+    child = holder(51, gpus=(0,), kind='client', nvml_types=[], gpu_memory_mib={}, memory_mib=0)
+    bystander = holder(60, gpus=(1,), kind='client', nvml_types=[], gpu_memory_mib={}, memory_mib=0)
+    world = LeftBehindWorld(50, [51])
+    world.add(parent)
+    world.add(child, parent=50)
+    world.add(bystander)
+    plan, result = run(world, [parent], scope=build_scope([0]))
+    released = dict((entry['pid'], entry) for entry in result['released'])
+    assert sorted(released) == [50, 51]
+    assert released[51]['adopted'] and not released[50]['adopted']
+    sent_to = [pid for dummy, pid, dummy2 in world.sent]
+    assert 60 not in sent_to and sent_to.index(51) > sent_to.index(50)
+    assert released[51]['keeps'][0]['creator_pids'] == [50]
+    assert 'descendant' in released[51]['keeps'][0]['evidence']
+    assert result['survivors'] == [] and result['stuck_gpus'] == []
+
+
+def test_a_keeper_found_after_its_creator_exited_is_judged_by_the_scope():
+    parent = holder(50, gpus=(0,))
+    other_user = holder(52, gpus=(0,), kind='client', nvml_types=[], gpu_memory_mib={}, memory_mib=0,
+                        user='researcher', uid=1001)
+    world = LeftBehindWorld(50, [52])
+    world.add(parent)
+    world.add(other_user, parent=50)
+    plan, result = run(world, [parent], scope=build_scope([0], users=['root']))
+    assert [entry['pid'] for entry in result['released']] == [50]
+    assert [pid for dummy, pid, dummy2 in world.sent] == [50]
+    assert [(e['pid'], e['reason']) for e in result['spared']] == [
+        (52, 'keeps the context of exited pid 50; user not selected')]

@@ -33,7 +33,8 @@ def record(pid, gpus, session=0, pgrp=0, **extra):
     ({'/dev/nvidia0', '/dev/nvidiactl'}, 0, ['mapped']),
     ({'/dev/nvidia0'}, 41, ['mapped', 'session']),
     (set(), 0, ['received']),
-    (None, 0, ['received']),
+    # Maps that could not be read tell nothing.
+    (None, 0, []),
     ({'/dev/nvidiactl'}, 0, ['client']),
     ({'/dev/nvidiactl'}, 41, ['session', 'client']),
     # A CUDA process of another GPU maps that GPU's node, not this one's.
@@ -168,6 +169,7 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
         assert _procfs.fd_device_paths(proc.pid, str(tmp_path) + '/nvidia') == {node}
         ref = _identity.ProcessRef(proc.pid, _holders._create_time(proc.pid, stat_now, '/proc'))
         assert _identity.identity_status(ref) == 'sleeping'
+        assert _identity.process_status(proc.pid) == 'sleeping'
         snapshot = _holders.discover(_view({0: {proc.pid: {'memory_mib': 500, 'types': {'compute'}}}}),
                                      dev_dir=str(tmp_path), shares_namespace=True)
         record = [h for h in snapshot.holders if h['pid'] == proc.pid][0]
@@ -183,3 +185,34 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def test_memory_no_live_process_accounts_for_is_a_context_with_no_creator():
+    gpus = [{'index': 0, 'memory_used_mib': 6000, 'memory_reserved_mib': 615},
+            {'index': 1, 'memory_used_mib': 4200, 'memory_reserved_mib': 615},
+            {'index': 2, 'memory_used_mib': 5000, 'memory_reserved_mib': 615},
+            {'index': 3, 'memory_used_mib': 900, 'memory_reserved_mib': 615},
+            # v1 memory only: used counts the reservation, so nothing is unexplained.
+            {'index': 4, 'memory_used_mib': 900, 'memory_reserved_mib': None}]
+    processes = {1: {60: {'memory_mib': 4096}}, 2: {61: {'memory_mib': None}}, 3: {62: {'memory_mib': 100}}}
+    records = {60: {'state': 'sleeping'}, 61: {'state': 'sleeping'}, 62: {'state': 'zombie'}}
+    # GPU 0: nothing listed; 1: within the slack; 2: a figure unknown; 3: its listed process has exited.
+    assert _keepers.unexplained_memory(gpus, processes, records, gone={}) == {0: 6000, 3: 900}
+    assert _keepers.unexplained_memory(gpus, processes, records, gone={3: {62: 100}}) == {0: 6000}
+
+    receiver = record(51, [0])
+    worker = record(60, [0, 1], kind='compute', nvml_types=['compute'])
+    contexts = _keepers.attribute([receiver, worker], {}, {0: 0}, lambda pids: dict((p, set()) for p in pids),
+                                  {1: {60}}, unexplained={0: 6000})
+    assert contexts == [{'gpu': 0, 'creator_pids': [], 'memory_mib': 6000, 'keepers': [51]}]
+    assert receiver['keeps'][0]['rank'] == 3 and 'keeps' not in worker
+    assert 'may keep 6000 MiB that no live process NVML lists accounts for' in _keepers.describe(receiver)
+    assert _keepers.warnings_for(contexts)[0].startswith('GPU 0: 6000 MiB used beyond what the live processes')
+    # Nobody to keep it: no context recorded (a stuck context is the proof's and the reset's business).
+    assert _keepers.attribute([], {}, {0: 0}, dict, {}, unexplained={0: 6000}) == []
+
+
+def test_a_session_led_from_outside_the_namespace_is_no_evidence():
+    # Seen from inside a container, a process whose session leader is outside reads session 0.
+    assert _keepers.evidence_of(record(7, [0], session=0, pgrp=0), 0, 0, {0}, {'/dev/nvidiactl'}, sessions={0}) == [
+        'client']

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _plan, _report
+from ansible_collections.gpuops.reclaim.plugins.module_utils import _keepers, _plan, _report
 from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import EscalationError
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import (
     SharedHolderError,
@@ -213,19 +213,25 @@ def _keeper(pid, rank, gpu=0, creators=(41,), kind='compute'):
 def test_keeper_rounds_take_the_strongest_of_each_context_first():
     strong, weak, other_context, client = _keeper(50, 1), _keeper(51, 3), _keeper(60, 3, creators=(42,)), \
         _keeper(52, 4, kind='client')
-    now, later = _plan.keeper_rounds([strong, weak, other_context, client])
+    now, later = _keepers.keeper_rounds([strong, weak, other_context, client])
     assert [r['pid'] for r in now] == [50, 60]
     assert [r['pid'] for r in later] == [51, 52]
     # Once the first context is gone, its weaker keepers are in no round.
-    now, later = _plan.keeper_rounds([weak, client], contexts_alive=lambda entry: entry['creator_pids'] != [41])
+    now, later = _keepers.keeper_rounds([weak, client], contexts_alive=lambda entry: entry['creator_pids'] != [41])
     assert (now, later) == ([], [])
 
 
 def test_plan_defers_weaker_keepers_and_judges_a_client_keeper_as_a_holder():
     holders = [_keeper(50, 1), _keeper(52, 4, kind='client'), holder(70, gpus=(0,))]
-    plan = _plan.plan_release(holders, _plan.build_scope([0]))
+    plan = _plan.plan_release(holders, _plan.build_scope([0], kinds=['compute', 'client']))
     assert plan.target_pids == [50, 70]
     assert [r['pid'] for r in plan.deferred] == [52]
+    # Without kinds client, an NVML client is named as a possible keeper, never signalled.
+    plan = _plan.plan_release(holders, _plan.build_scope([0]))
+    assert plan.target_pids == [50, 70] and plan.deferred == []
+    assert [(e['pid'], e['reason']) for e in plan.skipped] == [
+        (52, 'an NVML client that may keep the context of exited pid 41 on GPU 0: not signalled unless kinds '
+             'includes client')]
     # Protected keepers are never deferred nor targeted.
     protected = dict(_keeper(53, 1), protected=True, protected_reason='protected executable')
     plan = _plan.plan_release([protected], _plan.build_scope([0]))
@@ -239,3 +245,34 @@ def test_baseline_counts_a_context_only_left_alone_keepers_keep():
     kept = _keeper(50, 1)
     plan = _plan.plan_release([kept, dict(_keeper(54, 4, kind='client'), protected=True)], _plan.build_scope([0]))
     assert _plan.baseline_memory([kept], plan) == {0: 0}
+
+
+def test_weak_evidence_never_signals_a_service_and_a_stronger_left_alone_candidate_stops_the_weaker():
+    receiver_in_service = dict(_keeper(60, 3), systemd_unit='dbus.service')
+    receiver = _keeper(61, 3)
+    plan = _plan.plan_release([receiver_in_service, receiver], _plan.build_scope([0]))
+    # The receiver outside any service goes; the one in a service is named only.
+    assert plan.target_pids == [61] and plan.deferred == []
+    reasons = dict((e['pid'], e['reason']) for e in plan.skipped)
+    assert reasons[60].startswith('holds the node of GPU 0 without having mapped it, in service dbus.service')
+    # A weaker candidate of a context whose stronger one is left alone is not signalled either.
+    protected = dict(_keeper(65, 1), protected=True, protected_reason='default protected executable nv-hostengine')
+    client = _keeper(62, 4, kind='client')
+    plan = _plan.plan_release([protected, receiver, client], _plan.build_scope([0], kinds=['compute', 'client']))
+    assert plan.targets == [] and plan.deferred == []
+    reasons = dict((e['pid'], e['reason']) for e in plan.skipped)
+    assert reasons[61] == ('a stronger candidate keeper of the same context is left alone: pid 65 (default '
+                           'protected executable nv-hostengine)')
+    # Selected by its unit, it is released like the other.
+    plan = _plan.plan_release([receiver_in_service, receiver],
+                              _plan.build_scope([0], systemd_units=['dbus.service']))
+    assert plan.target_pids == [60]
+
+
+def test_memory_no_process_accounts_for_is_acted_on_only_where_the_node_is_mapped():
+    mapped = _keeper(63, 1, creators=())
+    received = _keeper(64, 3, creators=())
+    plan = _plan.plan_release([mapped, received], _plan.build_scope([0]))
+    assert plan.target_pids == [63]
+    assert [e['pid'] for e in plan.skipped] == [64]
+    assert 'only a mapped node would show that it does' in plan.skipped[0]['reason']

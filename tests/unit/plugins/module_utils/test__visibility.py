@@ -96,10 +96,20 @@ def test_discover_marks_an_nvml_pid_without_a_node_not_visible(fake_dev, spawn_h
                verdict['lines'])
 
 
-def test_discover_in_the_host_namespace_trusts_nvml(fake_dev, unrelated):
+def test_discover_in_the_host_namespace_trusts_nvml(fake_dev, spawn_holder):
+    worker = spawn_holder([os.path.join(fake_dev, 'nvidia1')])
+    view = nvml_view({1: {worker.pid: {'memory_mib': 30720, 'types': {'compute'}}}})
+    snapshot = _holders.discover(view, dev_dir=fake_dev, shares_namespace=True)
+    assert [(holder['pid'], holder['visible']) for holder in snapshot.holders] == [(worker.pid, True)]
+
+
+def test_in_the_host_namespace_a_listed_pid_whose_process_holds_no_node_is_not_the_listed_process(
+        fake_dev, unrelated):
+    # Its PID was reused (or it is exiting): never a holder, and the listed process counts as gone.
     view = nvml_view({1: {unrelated.pid: {'memory_mib': 30720, 'types': {'compute'}}}})
     snapshot = _holders.discover(view, dev_dir=fake_dev, shares_namespace=True)
-    assert [holder['visible'] for holder in snapshot.holders] == [True]
+    assert snapshot.holders == []
+    assert snapshot.contexts == [{'gpu': 1, 'creator_pids': [unrelated.pid], 'memory_mib': 30720, 'keepers': []}]
 
 
 def test_the_prober_applies_the_same_rule_to_newcomers(fake_dev, spawn_holder, unrelated):
