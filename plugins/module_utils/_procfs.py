@@ -467,6 +467,18 @@ def _systemd_path(lines):
     return None
 
 
+# A user's own systemd manager: an ordinary user names the units under it as they like.
+_USER_MANAGER = re.compile(r'^user@[0-9]+\.service$')
+
+
+def unit_manager(path):
+    """``user`` for a unit of a user manager (under ``user@UID.service``), ``system`` for one of the
+    system manager, None for a path without a unit."""
+    if systemd_unit_from_path(path) is None:
+        return None
+    return 'user' if any(_USER_MANAGER.match(part) for part in path.split('/')) else 'system'
+
+
 def container_from_path(path):
     """``{"runtime", "id", ["pod_uid"]}`` for a cgroup path, or None."""
     components = [part for part in path.split('/') if part]
@@ -518,11 +530,13 @@ def systemd_unit_from_path(path):
 
 
 def parse_cgroup(text):
-    """``{"systemd_unit": str or None, "container": dict or None}`` from /proc/PID/cgroup.
+    """``{"systemd_unit": str or None, "unit_manager": str or None, "container": dict or None}``
+    from /proc/PID/cgroup.
 
     Handles cgroup v1, v2 and hybrid layouts. The unit comes from the systemd
-    hierarchy; the container from whichever hierarchy names one (v1
-    controllers may show it when name=systemd does not).
+    hierarchy, with the manager it belongs to (``unit_manager``); the container
+    from whichever hierarchy names one (v1 controllers may show it when
+    name=systemd does not).
     """
     lines = parse_cgroup_lines(text)
     systemd_path = _systemd_path(lines)
@@ -534,6 +548,7 @@ def parse_cgroup(text):
                 break
     return {
         'systemd_unit': systemd_unit_from_path(systemd_path),
+        'unit_manager': unit_manager(systemd_path) if systemd_path else None,
         'container': container,
     }
 

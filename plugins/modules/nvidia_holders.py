@@ -244,6 +244,12 @@ holders:
       description: The systemd unit (service or scope) the process runs in, from its cgroup, or V(null).
       type: str
       sample: vllm.service
+    unit_manager:
+      description: Which systemd manager runs RV(holders[].systemd_unit). V(system) for the system manager.
+        V(user) for a user's own manager (under C(user@UID.service)), whose units never count as protected.
+        V(null) without a unit.
+      type: str
+      sample: system
     container:
       description: The container the process runs in, from its cgroup, or V(null). C(runtime) is one of
         V(docker), V(containerd), V(cri-o), V(podman), V(kubepods); C(id) is the container id (or the pod
@@ -258,6 +264,13 @@ holders:
       description: Why it is protected, or V(null).
       type: str
       sample: default protected executable nv-hostengine
+    suspicious:
+      description: Why a process named like a protected daemon is not protected, or V(null). Its executable or
+        script is one that another user could have put there, its unit is a user's own, or NVML lists it as a
+        compute process, which the GPU services never are. Also named in the warnings.
+      type: str
+      sample: "named like the protected nvidia-persistenced, but /tmp/nvidia-persistenced is owned by uid 1001,
+        not by root: not protected"
     is_self:
       description: Whether the process is this module or one of its ancestors.
       type: bool
@@ -336,9 +349,11 @@ holders:
       device_paths: [/dev/nvidia-uvm, /dev/nvidia0, /dev/nvidiactl]
       kind: compute
       systemd_unit: null
+      unit_manager: null
       container: null
       protected: false
       protected_reason: null
+      suspicious: null
       is_self: false
       sigterm_ignored: false
       orphaned: true

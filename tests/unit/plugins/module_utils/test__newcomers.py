@@ -23,6 +23,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _plan,
     _prober,
     _proctree,
+    _protection,
     _report,
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
@@ -111,7 +112,12 @@ def test_newcomers_out_of_scope_or_protected_are_left_alone():
         world.add(other, parent=1)
         world.add(monitor, parent=1)
     world.procs[10]['forks_on_term'] = fork
-    plan, result = run(world, [target], scope=build_scope([0, 1], match='^VLLM::'), grace=3, kill=5)
+
+    def names_as_facts(record):
+        # The simulated world has no /proc to read the facts from: its names are taken as facts.
+        return _protection.protection(record['pid'], os.path.basename(record.get('exe') or '') or None)
+    plan, result = run(world, [target], scope=build_scope([0, 1], match='^VLLM::'), grace=3, kill=5,
+                       protection=names_as_facts)
     assert set(s[1] for s in world.sent) == set([10])
     assert [e['pid'] for e in result['released']] == [10]
     assert [(e['pid'], e['reason']) for e in plan.skipped] == [

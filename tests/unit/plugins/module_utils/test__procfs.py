@@ -277,18 +277,31 @@ def test_parse_cgroup(text, unit, runtime, pod_uid):
 
 def test_parse_cgroup_captured_podman_cgroupfs():
     parsed = _procfs.parse_cgroup(fixture('podman_cgroupfs', 'cgroup'))
-    assert parsed == {'systemd_unit': 'systemd-journald.service', 'container': {
+    assert parsed == {'systemd_unit': 'systemd-journald.service', 'unit_manager': 'system', 'container': {
         'runtime': 'podman', 'id': '65d7bc3b0ad8ad3c5a16652522257a21c3e12ce87df96c6681418681d10ba713'}}
 
 
 def test_parse_cgroup_ignores_short_ids():
     assert _procfs.parse_cgroup('0::/system.slice/docker-abc.scope\n') == {
-        'systemd_unit': 'docker-abc.scope', 'container': None}
+        'systemd_unit': 'docker-abc.scope', 'unit_manager': 'system', 'container': None}
 
 
 def test_read_cgroup_of_this_process():
     parsed = _procfs.read_cgroup(os.getpid())
-    assert set(parsed) == {'systemd_unit', 'container'}
+    assert set(parsed) == {'systemd_unit', 'unit_manager', 'container'}
+
+
+@pytest.mark.parametrize('path, manager', [
+    ('/system.slice/nvidia-persistenced.service', 'system'),
+    ('/user.slice/user-1000.slice/session-3.scope', 'system'),
+    # Security: a user's own unit is the user manager's, whatever it is called.
+    ('/user.slice/user-1000.slice/user@1000.service/app.slice/nvidia-persistenced.service', 'user'),
+    ('/user.slice/user-1000.slice/user@1000.service/init.scope', 'user'),
+    ('/', None),
+    ('/docker/%s' % ID, None),
+])
+def test_unit_manager(path, manager):
+    assert _procfs.unit_manager(path) == manager
 
 
 # --- a GPU node is named by its device number -------------------------------------
