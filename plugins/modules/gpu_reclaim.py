@@ -526,6 +526,9 @@ sources:
     - "C(action) is V(frozen and killed), V(frozen, then thawed), V(stopped), V(stop failed: ...), V(left alone),
       or in check mode V(would be frozen and killed), V(would be frozen, then thawed), V(would be stopped).
       C(reason) says why."
+    - "V(not a container source) is a container that a holder's cgroup names but its runtime does not confirm: it
+      knows no such container, the container is not running, or the holder is none of its processes (neither
+      its main process or a descendant, nor in C(container top)). Nothing is stopped then; C(reason) says which."
   returned: always
   type: list
   elements: dict

@@ -251,7 +251,9 @@ holders:
       type: str
       sample: system
     container:
-      description: The container the process runs in, from its cgroup, or V(null). C(runtime) is one of
+      description: The container the process runs in, from its cgroup, or V(null). Never one under a user manager
+        or a user slice, where any user names scopes as they like; C(gpu_reclaim) also has the runtime confirm it
+        before it stops anything. C(runtime) is one of
         V(docker), V(containerd), V(cri-o), V(podman), V(kubepods); C(id) is the container id (or the pod
         UID when only the pod is known); C(pod_uid) is present for Kubernetes pods.
       type: dict

@@ -242,8 +242,15 @@ CGROUP_CASES = [
      % (POD_SLICE, ID), 'crio-conmon-%s.scope' % ID, 'cri-o', POD),
     # podman: root (with the systemd-mode inner group), rootless, conmon, cgroupfs manager
     ('0::/machine.slice/libpod-%s.scope/container\n' % ID, 'libpod-%s.scope' % ID, 'podman', None),
+    # Security: a user's tree names any scope it likes, so it is never a container (rootless podman included:
+    # root's runtime does not know it).
     ('0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope\n' % ID,
-     'libpod-%s.scope' % ID, 'podman', None),
+     'libpod-%s.scope' % ID, None, None),
+    ('0::/user.slice/user-1000.slice/user@1000.service/app.slice/docker-%s.scope\n' % ID,
+     'docker-%s.scope' % ID, None, None),
+    ('1:name=systemd:/user.slice/user-1000.slice/session-4.scope\n4:memory:/docker/%s\n' % ID,
+     'session-4.scope', None, None),
+    ('0::/user.slice/user-1000.slice/cri-containerd-%s.scope\n' % ID, 'cri-containerd-%s.scope' % ID, None, None),
     ('0::/machine.slice/libpod-conmon-%s.scope\n' % ID, 'libpod-conmon-%s.scope' % ID, 'podman', None),
     ('4:memory:/libpod_parent/libpod-%s\n1:name=systemd:/libpod_parent/libpod-%s\n' % (ID, ID),
      None, 'podman', None),
