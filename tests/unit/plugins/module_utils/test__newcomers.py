@@ -419,8 +419,7 @@ CONTAINER = {'runtime': 'docker', 'id': 'ab' * 32}
     (UNIT, dict(UNIT, unit_manager='user'), 1, False),     # a user's own unit of that name
     ({'container': CONTAINER}, {'container': {'runtime': 'docker', 'id': 'cd' * 32}}, 1, False),
 ])
-def test_a_newcomer_is_adopted_only_when_it_belongs_to_the_release(target_fields, newcomer_fields, parent,
-                                                                    adopted):
+def test_a_newcomer_is_adopted_only_when_it_belongs_to_the_release(target_fields, newcomer_fields, parent, adopted):
     world = World(term_delay=0.3)
     target = world.add(holder(10, **target_fields))
     world.events.append((0.05, lambda: world.add(holder(55, create_time=555.0, **newcomer_fields), parent=parent)))
