@@ -315,10 +315,10 @@ holders:
       description:
         - Only for a keeper. A GPU's memory belongs to a context, which lives as long as any process holds its
           open file description of C(/dev/nvidia*). When NVML lists a PID that has exited, the live processes that
-          still hold that GPU's node keep its memory: one entry per such context, with the GPU, the exited
+          still hold that GPU's node keep its memory, one entry per such context, with the GPU, the exited
           C(creator_pids), the C(memory_mib) and the C(evidence), strongest first, and its C(rank) (1 strongest).
         - C(mapped) (the node is mapped, as in a child forked from a CUDA process), C(session) (in the exited
-          creator's session or process group), C(received) (holds the node but mapped no NVIDIA node: the
+          creator's session or process group), C(received) (holds the node but mapped no NVIDIA node; the
           descriptors were sent to it) or C(client) (an NVML client; released only when nothing else explains the
           memory, and never outside the host's PID namespace).
       type: list
