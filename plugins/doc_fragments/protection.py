@@ -33,10 +33,18 @@ options:
         for an interpreter such as C(python3), with the basename of the script it runs
         (C(python3 /usr/bin/dcgm-exporter) is C(dcgm-exporter)). Where the executable cannot be
         read, the first word of the command line and C(comm) are used; C(comm) is cut at 15
-        characters by the kernel, so a 15-character C(comm) is matched with every default name it
-        begins. The title alone (which any process can set) never decides. Shell-style globs such
-        as V(dcgm*) are allowed.
+        characters by the kernel. Names given here work as written. Shell-style globs such as
+        V(dcgm*) are allowed.
       - Protected by default are %(executables)s.
+      - A default name counts only with facts no other user can forge. The file the process runs is owned by root and writable by root only, in a
+        directory chain that only root can write (sticky directories such as C(/tmp) are allowed
+        above the file's own directory, never as it). For an interpreter, the script must pass the
+        same test and be what the kernel started. The command line starts with the interpreter,
+        the script is an absolute path whose C(#!) line names that interpreter, C(comm) is the
+        script's name, and the process runs as root or a system account (uid below 1000). A
+        title or C(comm) alone never protects.
+      - A process the defaults would protect, but which NVML lists as a compute process, is not
+        protected and is named in the warnings as suspicious. The GPU services hold no model memory.
       - Always protected, whatever the options say, are PID 1, kernel threads, and the module's
         own process with all its ancestors.
     type: list
@@ -45,8 +53,9 @@ options:
   protect_units:
     description:
       - Systemd units whose processes are protected, in addition to the defaults. A process is
-        in a unit when its control group says so, whatever its executable or title. Globs are
-        allowed.
+        in a unit when its control group says so, whatever its executable or title. Only units of
+        the system manager count, never one under a user manager (C(user@UID.service)), where any
+        user can name a unit as they like. Globs are allowed.
       - Protected by default are %(units)s.
     type: list
     elements: str

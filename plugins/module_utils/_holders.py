@@ -40,7 +40,7 @@ from ._proctree import self_and_ancestors
 from ._protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
-    protection_of,
+    judge_record,
     unknown_unprotect,
 )
 
@@ -218,7 +218,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
     try:
         cgroup = _procfs.read_cgroup(pid, proc_root)
     except PermissionError:
-        cgroup = {'systemd_unit': None, 'container': None}
+        cgroup = {'systemd_unit': None, 'unit_manager': None, 'container': None}
     wchan = _procfs.read_wchan(pid, proc_root)
     exe = _procfs.read_exe(pid, proc_root)
 
@@ -248,10 +248,11 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
 
     uid = _procfs.status_uid(status)
     is_self = pid in ancestors
-    protected, reason = protection_of(
+    protected, reason, suspicious = judge_record(
         {'pid': pid, 'exe': exe, 'name': stat['comm'], 'title': title, 'kernel_thread': stat['kernel_thread'],
-         'systemd_unit': cgroup['systemd_unit']},
-        protect, unprotect, protect_units, is_self=is_self)
+         'systemd_unit': cgroup['systemd_unit'], 'unit_manager': cgroup['unit_manager'], 'uid': uid,
+         'nvml_types': nvml_types, 'gpu_memory_mib': gpu_memory},
+        protect, unprotect, protect_units, is_self=is_self, proc_root=proc_root)
     ppid = stat['ppid']
     orphaned = ppid == 1
     if not orphaned and ppid > 1:
@@ -285,9 +286,12 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'device_paths': sorted(device_paths),
         'kind': classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available),
         'systemd_unit': cgroup['systemd_unit'],
+        'unit_manager': cgroup['unit_manager'],
         'container': cgroup['container'],
         'protected': protected,
         'protected_reason': reason,
+        # Why a process named like a protected daemon is not protected (``_protection.judge``).
+        'suspicious': suspicious,
         'is_self': is_self,
         'sigterm_ignored': _procfs.sigterm_ignored(status),
         'orphaned': orphaned,
@@ -477,6 +481,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
             holders.append(record)
             if record['unreadable']:
                 warnings.append('pid %d (%s): %s' % (record['pid'], record['name'], record['unreadable']))
+            if record['suspicious']:
+                warnings.append('pid %d (%s) is suspicious: %s' % (record['pid'], record['name'], record['suspicious']))
 
     not_visible = [holder for holder in holders if not holder['visible']]
     if not_visible:

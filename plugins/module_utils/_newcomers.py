@@ -21,14 +21,21 @@ holds) is therefore examined once:
 ``newcomer_verdict`` judges it as discovery's holders are judged: the scope
 (kinds, ``users``, ``match``, ``systemd_units``, ``containers``,
 permission) and protection (protected executables, PID 1, kernel threads,
-the module and its ancestors). A newcomer that passes is adopted: it becomes
-a target with ``adopted: true`` in ``released`` or ``survivors``. One that
-does not is left alone, listed in ``protected`` or ``skipped`` with the
-reason, and its memory counts as its own.
+the module and its ancestors). Then it must belong to what is released
+(``_origins``), by facts no other user can give it: it descends from a
+target (or a process of a target's tree) or from a source parent, or it
+shares a target's systemd unit (of the same manager, as the same user), container or session
+(``/proc/PID/stat`` field 6; not PID 1's). A process that only holds the same
+GPU, a deploy started during the release say, belongs to nothing released:
+it is left alone and reported (``skipped``, ``left_alone``), and if it still
+holds the GPU the proof fails and names it. A newcomer that passes both is
+adopted: it becomes a target with ``adopted: true`` in ``released`` or
+``survivors``. One that does not is left alone, listed in ``protected`` or
+``skipped`` with the reason, and its memory counts as its own.
 
 Where an adopted holder starts on the ladder (``adoption_start``): its origin
-is the target it descends from, or, when its ancestry is lost, the targets
-that hold the same GPUs. If an origin has already been sent a ladder signal
+is the target it descends from or shares a unit, container or session with.
+If an origin has already been sent a ladder signal
 (or skipped past one), the newcomer appeared after its workload was asked to
 stop: that is how a process that does not honour the request behaves, and
 grace given to it would only let it fork again, each generation with a new
@@ -60,7 +67,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ._ladder import adoption_start
-from ._plan import PROTECTED, TARGET, newcomer_verdict, summarize
+from ._plan import PROTECTED, SKIPPED, TARGET, newcomer_verdict, summarize
 from ._protection import REASON_SELF
 
 # Holders that appear during a release: at most this many are examined, and
@@ -74,6 +81,8 @@ ADOPTION_SLACK_SECONDS = 0.5
 PROC_SCAN_SHARE = 0.2
 
 REUSED_SINCE_LISTING = 'started after the listing that showed its PID (PID reused)'
+UNRELATED = ('belongs to nothing released: it descends from no target or source, and shares no unit, container '
+             'or session with a target')
 
 
 class NewcomerWatch:
@@ -188,6 +197,9 @@ class NewcomerWatch:
             record['visible'] = False
         record['protected'], record['protected_reason'] = self._protection(record)
         verdict, reason = newcomer_verdict(record, self.scope, self.own_pids)
+        origins = self._origins(pid, record) if verdict == TARGET else []
+        if verdict == TARGET and not origins:
+            verdict, reason = SKIPPED, UNRELATED
         if verdict != TARGET:
             self.left_alone[pid] = reason
             entry = summarize(record, reason='appeared during the release; %s' % reason)
@@ -199,7 +211,6 @@ class NewcomerWatch:
             self._warn('%s: pid %d (%s) appeared during the release and was left alone: %s'
                        % (where, pid, record.get('title') or record.get('name'), reason))
             return
-        origins = self._origins(pid, record)
         position, skipped = adoption_start(self.ladder, [(o.position, o.signalled) for o in origins])
         target = self._new_target(record, position)
         target.limit = self.adoption_limit
@@ -219,19 +230,36 @@ class NewcomerWatch:
                 self.ladder[position]['name'] if position < len(self.ladder) else 'end'))
 
     def _origins(self, pid, record):
-        """The targets a newcomer comes from: its ancestor, else the targets of its GPUs."""
+        """The targets a newcomer belongs to: the one it descends from, else those it shares a unit,
+        container or session with; ``[]`` when it belongs to none."""
         for ancestor in self.prober.ancestors(pid):
             if ancestor in self.targets:
                 return [self.targets[ancestor]]
             for target in self.targets.values():
                 if ancestor in target.tree:
                     return [target]
-            for entry in self.supervisors:
+            for entry in list(self.supervisors) + list(self.plan.parents):
                 if entry['pid'] == ancestor:
-                    children = [self.targets[c] for c in entry['children'] if c in self.targets]
+                    children = [self.targets[c] for c in entry.get('children') or [] if c in self.targets]
                     if children:
                         return children
-        # Ancestry lost (reparented to PID 1 or a subreaper): the GPUs tell.
-        gpus = set(record['gpus'])
+        # Ancestry lost (reparented to PID 1 or a subreaper): what it kept from its origin.
+        mine = _belonging(record)
         return [target for target in self.targets.values()
-                if gpus & set(target.record.get('gpus') or []) and target.pid != pid]
+                if target.pid != pid and mine & _belonging(target.record)]
+
+
+def _belonging(record):
+    """What a process keeps from where it was started, which no other user can give it: its systemd unit
+    with its manager and its user (a unit without logind sessions, as cron.service, runs every user's jobs),
+    its container, its session (not PID 1's)."""
+    found = set()
+    if record.get('systemd_unit'):
+        found.add(('unit', record['systemd_unit'], record.get('unit_manager'), record.get('uid')))
+    container = record.get('container')
+    if container and container.get('id'):
+        found.add(('container', container.get('runtime'), container['id']))
+    session = record.get('session')
+    if isinstance(session, int) and not isinstance(session, bool) and session > 1:
+        found.add(('session', session))
+    return found

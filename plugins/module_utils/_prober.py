@@ -76,6 +76,9 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
                 info['exe'] = None
             # The controlling terminal tells an interactive shell.
             info['tty'] = stat['tty_nr'] or None
+            # A newcomer is adopted by what it shares with a target (``_newcomers``).
+            info['session'] = stat['session']
+            info['pgrp'] = stat['pgrp']
         info['children'] = [child for child in child_pids(pid)
                             if process_status(child) not in ('zombie', 'gone')]
     except Exception:  # pylint: disable=broad-except

@@ -468,8 +468,34 @@ def _systemd_path(lines):
     return None
 
 
+# What a user's own systemd manager creates (user@UID.service and below) and the
+# slices of users' sessions: an ordinary user names the scopes there as they like.
+_USER_MANAGER = re.compile(r'^user@[0-9]+\.service$')
+_USER_SLICE = re.compile(r'^user(?:-[0-9]+)?\.slice$')
+
+
+def in_user_tree(path):
+    """Whether a cgroup path lies under a user manager (``user@UID.service``) or a user slice."""
+    return any(_USER_MANAGER.match(part) or _USER_SLICE.match(part) for part in (path or '').split('/'))
+
+
+def unit_manager(path):
+    """``user`` for a unit of a user manager (under ``user@UID.service``), ``system`` for one of the
+    system manager, None for a path without a unit."""
+    if systemd_unit_from_path(path) is None:
+        return None
+    return 'user' if any(_USER_MANAGER.match(part) for part in path.split('/')) else 'system'
+
+
 def container_from_path(path):
-    """``{"runtime", "id", ["pod_uid"]}`` for a cgroup path, or None."""
+    """``{"runtime", "id", ["pod_uid"]}`` for a cgroup path, or None.
+
+    Never a container under a user manager or a user slice: any user can start
+    a scope there and call it ``docker-<id>.scope`` (``systemd-run --user
+    --scope --unit=...``), so the name there proves nothing.
+    """
+    if in_user_tree(path):
+        return None
     components = [part for part in path.split('/') if part]
     container = None
     pod_uid = None
@@ -519,22 +545,26 @@ def systemd_unit_from_path(path):
 
 
 def parse_cgroup(text):
-    """``{"systemd_unit": str or None, "container": dict or None}`` from /proc/PID/cgroup.
+    """``{"systemd_unit": str or None, "unit_manager": str or None, "container": dict or None}``
+    from /proc/PID/cgroup.
 
     Handles cgroup v1, v2 and hybrid layouts. The unit comes from the systemd
-    hierarchy; the container from whichever hierarchy names one (v1
-    controllers may show it when name=systemd does not).
+    hierarchy, with the manager it belongs to (``unit_manager``); the container
+    from whichever hierarchy names one (v1 controllers may show it when
+    name=systemd does not), never from a path in a user's tree.
     """
     lines = parse_cgroup_lines(text)
     systemd_path = _systemd_path(lines)
     container = container_from_path(systemd_path) if systemd_path else None
-    if container is None:
+    # A process of a user's tree is no container, whatever another hierarchy says.
+    if container is None and not in_user_tree(systemd_path):
         for dummy, dummy2, path in lines:
             container = container_from_path(path)
             if container is not None:
                 break
     return {
         'systemd_unit': systemd_unit_from_path(systemd_path),
+        'unit_manager': unit_manager(systemd_path) if systemd_path else None,
         'container': container,
     }
 

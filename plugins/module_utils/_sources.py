@@ -20,8 +20,16 @@ file finds its sources besides its parent (``_parents``):
 
 ``container``
     a docker, podman or containerd (``nerdctl``) container with a restart
-    policy, never the one this module runs in. In scope (``containers``
-    empty or matching) it is stopped through its runtime; otherwise named.
+    policy, never the one this module runs in. A cgroup path only names a
+    candidate (and never one under a user manager or a user slice, where any
+    user names scopes as they like: ``_procfs.container_from_path``): before
+    anything is done, the runtime itself must confirm that the container
+    exists and that the holder is one of its processes (the container's main
+    process or a descendant of it, or in the runtime's own list of its
+    processes, ``top``). Otherwise the entry's action is ``not a container
+    source``, with the reason, and nothing is asked of the runtime again. In
+    scope (``containers`` empty or matching) it is stopped through its
+    runtime; otherwise named.
 
 ``pod``
     a Kubernetes pod: kubelet restarts it whatever is done on the host. Its
@@ -43,6 +51,7 @@ __metaclass__ = type
 import fnmatch
 import os
 
+from ._proctree import ancestors as live_ancestors
 from ._units import parse_show
 
 try:
@@ -57,6 +66,8 @@ KIND_POD = 'pod'
 
 STOP = 'stop'
 LEAVE = 'leave'
+# A cgroup path named a container, and its runtime did not confirm it.
+UNCONFIRMED = 'not a container source'
 
 UNIT_PROPERTIES = ('Id', 'LoadState', 'ActiveState', 'SubState', 'Restart', 'MainPID')
 # A unit in one of these states can still start (or keeps) a holder.
@@ -159,7 +170,69 @@ def judge_unit(unit, properties, holder_pids, scope_units):
 # -- containers ----------------------------------------------------------------
 
 def inspect_command(cli, container_id):
-    return [cli, 'inspect', '--format', '{{.HostConfig.RestartPolicy.Name}}', container_id]
+    # ``container inspect``: an image, volume or network of that name is no container.
+    return [cli, 'container', 'inspect', '--format', '{{.State.Pid}} {{.HostConfig.RestartPolicy.Name}}',
+            container_id]
+
+
+def top_command(cli, container_id):
+    """The runtime's own list of the container's processes, as host PIDs (a header line first)."""
+    if cli == 'podman':
+        return [cli, 'container', 'top', container_id, 'hpid']
+    return [cli, 'container', 'top', container_id, '-o', 'pid']
+
+
+def parse_inspect(out):
+    """``(main_pid, policy)`` from ``inspect_command``'s output; main_pid is None when it is no number."""
+    words = (out or '').split()
+    main_pid = _int(words[0]) if words else None
+    return main_pid, ' '.join(words[1:])
+
+
+def parse_top(out):
+    """The PIDs of ``top_command``'s output (the header and anything else that is no number skipped)."""
+    return set(pid for pid in (_int(line.strip()) for line in (out or '').splitlines()) if pid)
+
+
+def confirm_container(cli, container, pids, run, ancestors):
+    """``(policy, None)`` when the runtime confirms that every holder in ``pids`` is one of its
+    container's processes, else ``(None, why)``.
+
+    The container must exist for the runtime (``container inspect``), run, and
+    each holder be its main process, a descendant of it (``ancestors(pid)``),
+    or in the runtime's own list of its processes (``container top``), which
+    is asked only when the process tree does not tell (``docker exec``).
+    """
+    container_id = container.get('id') or ''
+    rc, out, err = run(inspect_command(cli, container_id))
+    if rc != 0:
+        return None, '%s knows no container %s (%s)' % (cli, container_id[:12], err.strip() or 'rc %d' % rc)
+    main_pid, policy = parse_inspect(out)
+    if not main_pid:
+        return None, '%s container %s is not running (its main process is %s)' % (
+            cli, container_id[:12], (out or '').split()[0] if (out or '').split() else 'not named')
+    outside = []
+    for pid in pids:
+        if pid != main_pid and main_pid not in _safe_ancestors(ancestors, pid):
+            outside.append(pid)
+    if outside:
+        rc, out, err = run(top_command(cli, container_id))
+        if rc != 0:
+            return None, 'pid %s: %s cannot list the processes of container %s (%s)' % (
+                ', '.join(str(pid) for pid in outside), cli, container_id[:12], err.strip() or 'rc %d' % rc)
+        listed = parse_top(out)
+        outside = [pid for pid in outside if pid not in listed]
+    if outside:
+        return None, ('pid %s: not a process of %s container %s (its main process is %d), whatever its cgroup '
+                      'says' % (', '.join(str(pid) for pid in outside), cli, container_id[:12], main_pid))
+    return policy, None
+
+
+def _safe_ancestors(ancestors, pid):
+    try:
+        return ancestors(pid)
+    except (OSError, ValueError):
+        return []
 
 
 def stop_container_command(cli, container_id, seconds):
@@ -236,14 +309,15 @@ class SourcePlan:
 
 
 def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(), container_matches=None,
-                 own_pids=(), runtimes=None):
+                 own_pids=(), runtimes=None, ancestors=live_ancestors):
     """A ``SourcePlan`` for the targets' units and containers.
 
     ``read_cgroup(pid)`` returns the text of /proc/PID/cgroup (raises
     OSError for a vanished process); ``run(argv)`` returns ``(rc, out,
     err)``; ``runtimes`` maps a runtime to its command line tool, or None
     where the tool is not installed (default: every one in
-    ``RUNTIME_CLIS``).
+    ``RUNTIME_CLIS``); ``ancestors(pid)`` gives a process's ancestors
+    (``_proctree.ancestors``), which confirm a container's processes.
     """
     plan = SourcePlan()
     runtimes = RUNTIME_CLIS if runtimes is None else runtimes
@@ -294,12 +368,14 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
             plan.warnings.append('%s container %s: %s is not installed, so its restart policy is unknown'
                                  % (runtime, (container_id or '')[:12], RUNTIME_CLIS[runtime]))
             continue
-        rc, out, err = run(inspect_command(cli, container_id))
-        if rc != 0:
-            plan.warnings.append('%s container %s: its restart policy cannot be read (%s)'
-                                 % (runtime, (container_id or '')[:12], err.strip() or 'rc %d' % rc))
+        policy, why = confirm_container(cli, container, pids, run, ancestors)
+        if why:
+            plan.entries.append(entry(KIND_CONTAINER, container=container, holder_pids=pids, action=UNCONFIRMED,
+                                      reason=why + ': not stopped, and nothing else asked of the runtime'))
+            plan.warnings.append('%s container %s is not a source of pid %s: %s' % (
+                runtime, (container_id or '')[:12], ', '.join(str(pid) for pid in sorted(pids)), why))
             continue
-        found = judge_container(container, out, pids, list(scope_containers), container_matches)
+        found = judge_container(container, policy, pids, list(scope_containers), container_matches)
         if found:
             plan.entries.append(found)
     return plan

@@ -58,7 +58,7 @@ options:
   left_alone:
     description:
       - The holders a release just left alone on purpose, as M(gpuops.reclaim.gpu_reclaim) returns them in
-        RV(ignore:skipped_holders) and RV(ignore:protected): each a dict with C(pid) and C(reason). When only
+        RV(ignore:skipped_holders) and RV(ignore:protected), each a dict with C(pid) and C(reason). When only
         such holders keep a GPU busy, the proof fails after three polls instead of waiting out
         O(timeout_seconds), and its message names, for each, why it was left and the option that would include
         it; it never sends the operator back to the release that just ran. The role passes its release's. Left

@@ -40,11 +40,16 @@ description:
     scans take at most a fifth of the time, and always one more after the last target exits). Each is judged
     once, by the same scope and protection as the holders found at discovery (O(kinds), O(users), O(match),
     O(systemd_units), O(containers), permission, O(protect) and O(unprotect), never PID 1, a kernel thread, or
-    the module and its ancestors). One that passes is adopted, walks the ladder on its own clock, and is returned in RV(released) or
-    RV(survivors) with C(adopted=true); one that does not is left alone, returned in RV(protected) or
-    RV(skipped_holders) with a reason that starts with C(appeared during the release), and its memory counts as its own."
+    the module and its ancestors). It must also belong to what is released, by facts no other user can give it. It
+    descends from a target, a process of a target's tree, or a source parent. Or it shares a target's systemd
+    unit (of the same manager, as the same user), container or session (not PID 1's). Holding the same GPU is not
+    enough, so a deploy started during the release by someone else is never killed. One that passes is adopted,
+    walks the ladder on its own clock, and is returned in RV(released) or RV(survivors) with C(adopted=true). One
+    that does not is left alone, returned in RV(protected) or RV(skipped_holders) with a reason that starts with
+    C(appeared during the release), and its memory counts as its own. A later proof (M(gpuops.reclaim.gpu_assert_free)
+    with O(gpuops.reclaim.gpu_assert_free#module:left_alone)) fails and names it if it still holds the GPU."
   - "An adopted holder gets no grace when the holder it comes from (the target it descends from or, with its
-    ancestry lost, the targets of the same GPUs) was already sent a ladder signal: appearing after its workload was
+    ancestry lost, the targets it shares a unit, container or session with) was already sent a ladder signal: appearing after its workload was
     asked to stop is how a process that does not honour the request behaves, and a grace period for each new
     generation would let a fork-on-SIGTERM chain outlive every deadline. It starts at the freeze step and is
     frozen and killed at once; the skipped steps are listed in its C(skipped_steps). One that appears before any
@@ -526,6 +531,9 @@ sources:
     - "C(action) is V(frozen and killed), V(frozen, then thawed), V(stopped), V(stop failed: ...), V(left alone),
       or in check mode V(would be frozen and killed), V(would be frozen, then thawed), V(would be stopped).
       C(reason) says why."
+    - "V(not a container source) is a container that a holder's cgroup names but its runtime does not confirm: it
+      knows no such container, the container is not running, or the holder is none of its processes (neither
+      its main process or a descendant, nor in C(container top)). Nothing is stopped then; C(reason) says which."
   returned: always
   type: list
   elements: dict

@@ -244,8 +244,16 @@ holders:
       description: The systemd unit (service or scope) the process runs in, from its cgroup, or V(null).
       type: str
       sample: vllm.service
+    unit_manager:
+      description: Which systemd manager runs RV(holders[].systemd_unit). V(system) for the system manager.
+        V(user) for a user's own manager (under C(user@UID.service)), whose units never count as protected.
+        V(null) without a unit.
+      type: str
+      sample: system
     container:
-      description: The container the process runs in, from its cgroup, or V(null). C(runtime) is one of
+      description: The container the process runs in, from its cgroup, or V(null). Never one under a user manager
+        or a user slice, where any user names scopes as they like; C(gpu_reclaim) also has the runtime confirm it
+        before it stops anything. C(runtime) is one of
         V(docker), V(containerd), V(cri-o), V(podman), V(kubepods); C(id) is the container id (or the pod
         UID when only the pod is known); C(pod_uid) is present for Kubernetes pods.
       type: dict
@@ -258,6 +266,13 @@ holders:
       description: Why it is protected, or V(null).
       type: str
       sample: default protected executable nv-hostengine
+    suspicious:
+      description: Why a process named like a protected daemon is not protected, or V(null). Its executable or
+        script is one that another user could have put there, its unit is a user's own, or NVML lists it as a
+        compute process, which the GPU services never are. Also named in the warnings.
+      type: str
+      sample: "named like the protected nvidia-persistenced, but /tmp/nvidia-persistenced is owned by uid 1001,
+        not by root: not protected"
     is_self:
       description: Whether the process is this module or one of its ancestors.
       type: bool
@@ -300,10 +315,10 @@ holders:
       description:
         - Only for a keeper. A GPU's memory belongs to a context, which lives as long as any process holds its
           open file description of C(/dev/nvidia*). When NVML lists a PID that has exited, the live processes that
-          still hold that GPU's node keep its memory: one entry per such context, with the GPU, the exited
+          still hold that GPU's node keep its memory, one entry per such context, with the GPU, the exited
           C(creator_pids), the C(memory_mib) and the C(evidence), strongest first, and its C(rank) (1 strongest).
         - C(mapped) (the node is mapped, as in a child forked from a CUDA process), C(session) (in the exited
-          creator's session or process group), C(received) (holds the node but mapped no NVIDIA node: the
+          creator's session or process group), C(received) (holds the node but mapped no NVIDIA node; the
           descriptors were sent to it) or C(client) (an NVML client; released only when nothing else explains the
           memory, and never outside the host's PID namespace).
       type: list
@@ -336,9 +351,11 @@ holders:
       device_paths: [/dev/nvidia-uvm, /dev/nvidia0, /dev/nvidiactl]
       kind: compute
       systemd_unit: null
+      unit_manager: null
       container: null
       protected: false
       protected_reason: null
+      suspicious: null
       is_self: false
       sigterm_ignored: false
       orphaned: true

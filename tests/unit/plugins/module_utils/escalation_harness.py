@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import signal
 import time
 
@@ -39,6 +40,8 @@ def holder(pid, gpus=(0,), **extra):
         'nvml_types': ['compute'], 'device_paths': [], 'kind': 'compute', 'systemd_unit': None,
         'container': None, 'protected': False, 'protected_reason': None, 'is_self': False,
         'sigterm_ignored': False, 'orphaned': True,
+        # Each simulated holder leads a session and process group of its own unless told otherwise.
+        'session': pid, 'pgrp': pid, 'unit_manager': None,
     }
     record.update(extra)
     return record
@@ -197,9 +200,14 @@ def run(world, holders, scope=None, ladder=None, processes=None, nvml=True, grac
 
 
 def simulate_fork_then_exit(world, parent, child_pid, gpus=(0,)):
-    """On SIGTERM ``parent`` starts ``child_pid`` holding ``gpus`` and exits; the child is reparented to PID 1."""
+    """On SIGTERM ``parent`` starts ``child_pid`` holding ``gpus`` and exits; the child is reparented to PID 1.
+
+    The child keeps what a fork keeps: its parent's session, process group, unit, container and user.
+    """
     def fork():
-        world.add(holder(child_pid, gpus=gpus, create_time=500.0 + child_pid), parent=1)
+        kept = dict((key, world.procs[parent]['record'].get(key))
+                    for key in ('session', 'pgrp', 'systemd_unit', 'unit_manager', 'container', 'uid', 'user'))
+        world.add(holder(child_pid, gpus=gpus, create_time=500.0 + child_pid, **kept), parent=1)
         world.procs[parent]['exit_at'] = world.now
     world.procs[parent]['forks_on_term'] = fork
 
@@ -244,7 +252,8 @@ def kill_tree(proc):
 def real_holder(pid, **extra):
     proc = psutil.Process(pid)
     return holder(pid, ppid=proc.ppid(), create_time=proc.create_time(), user=proc.username(),
-                  uid=proc.uids().real, name=proc.name(), title=' '.join(proc.cmdline())[:40], **extra)
+                  uid=proc.uids().real, name=proc.name(), title=' '.join(proc.cmdline())[:40],
+                  session=os.getsid(pid), pgrp=os.getpgid(pid), **extra)
 
 
 def sigterm_ignored(pid):

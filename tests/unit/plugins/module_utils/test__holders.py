@@ -24,7 +24,7 @@ HOLDER_KEYS = {
     'pid', 'ppid', 'user', 'uid', 'name', 'title', 'exe', 'create_time', 'state', 'wchan', 'gpus', 'gpu_uuids',
     'gpu_memory_mib', 'memory_mib', 'nvml_types', 'device_paths', 'kind', 'systemd_unit', 'container',
     'protected', 'protected_reason', 'is_self', 'sigterm_ignored', 'orphaned', 'visible', 'unreadable',
-    'pgrp', 'session', 'leader_exited', 'node_gpus',
+    'pgrp', 'session', 'leader_exited', 'node_gpus', 'unit_manager', 'suspicious',
 }
 GPU_KEYS = {
     'index', 'uuid', 'name', 'minor', 'pci_bus_id', 'memory_total_mib', 'memory_used_mib', 'memory_reserved_mib',

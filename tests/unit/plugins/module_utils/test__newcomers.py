@@ -23,6 +23,8 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _plan,
     _prober,
     _proctree,
+    _proof,
+    _protection,
     _report,
 )
 from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
@@ -31,6 +33,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import (
     alive,
     holder,
+    process,
     real_holder,
     run,
     simulate_fork_then_exit,
@@ -93,7 +96,8 @@ def test_fork_then_exit_chain_is_cut_at_the_first_generation():
 def test_newcomer_before_any_signal_gets_the_whole_ladder():
     world = World(term_delay=0.2)
     target = world.add(holder(10))
-    world.add(holder(55, create_time=555.0), parent=1)  # appeared between discovery and the release
+    # Appeared between discovery and the release, in the target's session.
+    world.add(holder(55, create_time=555.0, session=10), parent=1)
     dummy, result = run(world, [target], grace=3, kill=5)
     assert (0.0, 55, 'SIGTERM') in world.sent and 'SIGKILL' not in [s[2] for s in world.sent]
     entry = [e for e in result['released'] if e['pid'] == 55][0]
@@ -111,7 +115,12 @@ def test_newcomers_out_of_scope_or_protected_are_left_alone():
         world.add(other, parent=1)
         world.add(monitor, parent=1)
     world.procs[10]['forks_on_term'] = fork
-    plan, result = run(world, [target], scope=build_scope([0, 1], match='^VLLM::'), grace=3, kill=5)
+
+    def names_as_facts(record):
+        # The simulated world has no /proc to read the facts from: its names are taken as facts.
+        return _protection.protection(record['pid'], os.path.basename(record.get('exe') or '') or None)
+    plan, result = run(world, [target], scope=build_scope([0, 1], match='^VLLM::'), grace=3, kill=5,
+                       protection=names_as_facts)
     assert set(s[1] for s in world.sent) == set([10])
     assert [e['pid'] for e in result['released']] == [10]
     assert [(e['pid'], e['reason']) for e in plan.skipped] == [
@@ -167,10 +176,10 @@ def test_newcomers_are_bounded_and_the_deadline_holds():
     real_sleep = world.sleep
 
     def sleep(seconds):
-        # Something unseen starts a new holder of GPU 0 at every poll (a fork bomb).
+        # Something unseen in the target's session starts a new holder of GPU 0 at every poll (a fork bomb).
         pid = 1000 + len(spawned)
         spawned.append(pid)
-        world.add(holder(pid, create_time=float(pid)), parent=1)
+        world.add(holder(pid, create_time=float(pid), session=10), parent=1)
         real_sleep(seconds)
     world.sleep = sleep
     dummy, result = run(world, [target], grace=1, kill=1, max_newcomers=5)
@@ -192,7 +201,8 @@ def test_newcomers_are_bounded_and_the_deadline_holds():
 def test_late_unkillable_newcomer_ends_within_the_deadline():
     world = World(term_delay=100, kill_delay=0.95)  # the target dies at 2.95, after SIGKILL at 2
     target = world.add(holder(10))
-    world.events.append((2.9, lambda: world.add(holder(55, create_time=555.0), parent=1, unkillable=True)))
+    world.events.append((2.9, lambda: world.add(holder(55, create_time=555.0, session=10), parent=1,
+                                                unkillable=True)))
     dummy, result = run(world, [target], grace=2, kill=1)
     survivor = [e for e in result['survivors'] if e['pid'] == 55][0]
     assert survivor['adopted'] is True and survivor['state'] == 'disk-sleep'
@@ -384,6 +394,113 @@ def test_real_fork_then_exit_child_is_adopted_through_the_proc_scan(fork_then_ex
     result, lines, seconds = fork_run([real_holder(parent.pid)], nvml=None)
     assert result['nvml_used'] is False
     check_fork_then_exit(parent, claims, result, lines, seconds)
+
+
+# -- adopt only what belongs to the release (security) ---------------------------------
+
+UNIT = {'systemd_unit': 'vllm.service', 'unit_manager': 'system'}
+CONTAINER = {'runtime': 'docker', 'id': 'ab' * 32}
+
+
+# Each case: the target's record, then the newcomer's (it appears on the target's GPU, reparented to PID 1 unless
+# it has a parent), and whether it is adopted.
+@pytest.mark.parametrize('target_fields, newcomer_fields, parent, adopted', [
+    # What a fork keeps: the session, the unit, the container.
+    ({}, {'session': 10}, 1, True),
+    (UNIT, dict(UNIT), 1, True),
+    ({'container': CONTAINER}, {'container': dict(CONTAINER)}, 1, True),
+    # A child of the target's tree, of the target, or of a source parent (below).
+    ({}, {}, 10, True),
+    # Security: a deploy started during the release by someone else: the same GPU, nothing else in common.
+    ({}, {}, 1, False),
+    ({}, {'session': 1}, 1, False),       # PID 1's session gathers what init started: proves nothing
+    ({'session': 1}, {'session': 1}, 1, False),
+    (UNIT, dict(UNIT, uid=1000, user='alice'), 1, False),  # the same unit name as another user (cron.service)
+    (UNIT, dict(UNIT, unit_manager='user'), 1, False),     # a user's own unit of that name
+    ({'container': CONTAINER}, {'container': {'runtime': 'docker', 'id': 'cd' * 32}}, 1, False),
+])
+def test_a_newcomer_is_adopted_only_when_it_belongs_to_the_release(target_fields, newcomer_fields, parent, adopted):
+    world = World(term_delay=0.3)
+    target = world.add(holder(10, **target_fields))
+    world.events.append((0.05, lambda: world.add(holder(55, create_time=555.0, **newcomer_fields), parent=parent)))
+    plan, result = run(world, [target], grace=3, kill=5)
+    signalled = 55 in [sent[1] for sent in world.sent]
+    released = [entry['pid'] for entry in result['released'] + result['survivors']]
+    assert signalled is adopted and (55 in released) is adopted
+    if not adopted:
+        assert [(entry['pid'], entry['reason']) for entry in plan.skipped] == [
+            (55, 'appeared during the release; ' + _newcomers.UNRELATED)]
+        assert any('pid 55 (VLLM::Worker_TP55) appeared during the release and was left alone: belongs to nothing '
+                   'released' in warning for warning in result['warnings'])
+        # Its memory is its own: the release does not wait for it, and says the GPU is not stuck.
+        assert result['stuck_gpus'] == [] and result['elapsed_seconds'] <= 0.4
+
+
+def test_a_newcomer_that_descends_from_a_source_parent_is_adopted():
+    world = World(term_delay=0.3)
+    supervisor = world.add(process(5, [10], title='python3 supervisor.py', create_time=505.0))
+    target = world.add(holder(10, ppid=5), parent=5)
+    world.events.append((0.05, lambda: world.add(holder(55, create_time=555.0), parent=5)))
+    plan, result = run(world, [target], grace=3, kill=5, processes={5: supervisor})
+    assert 55 in [entry['pid'] for entry in result['released'] + result['survivors']]
+
+
+# Security: the issue's deploy started during a release is left alone, and the proof that follows names it.
+def test_a_deploy_started_during_a_release_is_left_alone_and_the_proof_names_it():
+    world = World(term_delay=0.3)
+    target = world.add(holder(10, gpu_memory_mib={'0': 40960}, memory_mib=40960))
+    deploy = holder(77, create_time=577.0, title='vllm serve new-model', session=77, uid=1001, user='deployer',
+                    gpu_memory_mib={'0': 30720}, memory_mib=30720)
+    world.events.append((0.1, lambda: world.add(deploy, parent=1)))
+    plan, result = run(world, [target], grace=3, kill=5)
+    assert 77 not in [sent[1] for sent in world.sent]
+    assert [entry['pid'] for entry in result['released']] == [10]
+    left = [entry for entry in plan.skipped if entry['pid'] == 77]
+    assert left and left[0]['reason'] == 'appeared during the release; ' + _newcomers.UNRELATED
+    # gpu_assert_free after the release, given what it left alone (as the role passes skipped_holders).
+    gpu = {'index': 0, 'uuid': 'GPU-0', 'memory_used_mib': 30720, 'memory_total_mib': 143771,
+           'holder_pids': [77]}
+    verdict = _proof.evaluate([gpu], [dict(deploy, kind='compute', visible=True)],
+                              left_alone=_proof.check_left_alone(plan.skipped))
+    assert verdict['free'] is False and verdict['left_on_purpose'] is True
+    assert 'pid 77 vllm serve new-model' in verdict['lines'][0]
+    assert ('Next step for pid 77: the release left it alone (appeared during the release; belongs to nothing '
+            'released' in '\n'.join(verdict['lines']))
+
+
+UNRELATED_DEPLOY = r'''
+import os, sys, time
+handles = [os.open(path, os.O_RDONLY) for path in sys.argv[2:]]
+with open(os.path.join(sys.argv[1], str(os.getpid())), 'w') as handle:
+    handle.write('20480\n')
+sys.stdout.write('ready\n')
+sys.stdout.flush()
+time.sleep(60)
+'''
+
+
+def test_a_real_process_in_a_session_of_its_own_is_left_alone(fork_then_exit, fake_dev, fake_nvml_factory):
+    parent, claims = fork_then_exit(generations=0)
+    # The test's own deploy, started after discovery in a session of its own (setsid), holding GPU 0.
+    fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(1))
+    fake.processes = ClaimedProcesses(claims)
+    fake.gpus[0] = ClaimedGpu(fake.gpus[0], claims)
+    session = _nvml.NvmlSession(timeout=5, nvml_module=fake)
+    holders = [real_holder(parent.pid)]
+    deploy = subprocess.Popen([sys.executable, '-c', UNRELATED_DEPLOY, claims, os.path.join(fake_dev, 'nvidia0')],
+                              stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert deploy.stdout.readline() == b'ready\n'
+        result, lines, dummy = fork_run(holders, nvml=session)
+        assert deploy.poll() is None, 'the deploy was not signalled'
+        assert [entry['pid'] for entry in result['released']] == [parent.pid]
+        assert any('pid %d' % deploy.pid in warning and 'belongs to nothing released' in warning
+                   for warning in result['warnings'])
+    finally:
+        session.close()
+        deploy.kill()
+        deploy.wait()
+        deploy.stdout.close()
 
 
 # -- a newcomer's PID reused between the listing and its description ---------

@@ -242,8 +242,15 @@ CGROUP_CASES = [
      % (POD_SLICE, ID), 'crio-conmon-%s.scope' % ID, 'cri-o', POD),
     # podman: root (with the systemd-mode inner group), rootless, conmon, cgroupfs manager
     ('0::/machine.slice/libpod-%s.scope/container\n' % ID, 'libpod-%s.scope' % ID, 'podman', None),
+    # Security: a user's tree names any scope it likes, so it is never a container (rootless podman included:
+    # root's runtime does not know it).
     ('0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope\n' % ID,
-     'libpod-%s.scope' % ID, 'podman', None),
+     'libpod-%s.scope' % ID, None, None),
+    ('0::/user.slice/user-1000.slice/user@1000.service/app.slice/docker-%s.scope\n' % ID,
+     'docker-%s.scope' % ID, None, None),
+    ('1:name=systemd:/user.slice/user-1000.slice/session-4.scope\n4:memory:/docker/%s\n' % ID,
+     'session-4.scope', None, None),
+    ('0::/user.slice/user-1000.slice/cri-containerd-%s.scope\n' % ID, 'cri-containerd-%s.scope' % ID, None, None),
     ('0::/machine.slice/libpod-conmon-%s.scope\n' % ID, 'libpod-conmon-%s.scope' % ID, 'podman', None),
     ('4:memory:/libpod_parent/libpod-%s\n1:name=systemd:/libpod_parent/libpod-%s\n' % (ID, ID),
      None, 'podman', None),
@@ -277,18 +284,31 @@ def test_parse_cgroup(text, unit, runtime, pod_uid):
 
 def test_parse_cgroup_captured_podman_cgroupfs():
     parsed = _procfs.parse_cgroup(fixture('podman_cgroupfs', 'cgroup'))
-    assert parsed == {'systemd_unit': 'systemd-journald.service', 'container': {
+    assert parsed == {'systemd_unit': 'systemd-journald.service', 'unit_manager': 'system', 'container': {
         'runtime': 'podman', 'id': '65d7bc3b0ad8ad3c5a16652522257a21c3e12ce87df96c6681418681d10ba713'}}
 
 
 def test_parse_cgroup_ignores_short_ids():
     assert _procfs.parse_cgroup('0::/system.slice/docker-abc.scope\n') == {
-        'systemd_unit': 'docker-abc.scope', 'container': None}
+        'systemd_unit': 'docker-abc.scope', 'unit_manager': 'system', 'container': None}
 
 
 def test_read_cgroup_of_this_process():
     parsed = _procfs.read_cgroup(os.getpid())
-    assert set(parsed) == {'systemd_unit', 'container'}
+    assert set(parsed) == {'systemd_unit', 'unit_manager', 'container'}
+
+
+@pytest.mark.parametrize('path, manager', [
+    ('/system.slice/nvidia-persistenced.service', 'system'),
+    ('/user.slice/user-1000.slice/session-3.scope', 'system'),
+    # Security: a user's own unit is the user manager's, whatever it is called.
+    ('/user.slice/user-1000.slice/user@1000.service/app.slice/nvidia-persistenced.service', 'user'),
+    ('/user.slice/user-1000.slice/user@1000.service/init.scope', 'user'),
+    ('/', None),
+    ('/docker/%s' % ID, None),
+])
+def test_unit_manager(path, manager):
+    assert _procfs.unit_manager(path) == manager
 
 
 # --- a GPU node is named by its device number -------------------------------------

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _sources
@@ -113,17 +115,19 @@ def test_find_and_stop_sources_table():
             '\nId=gone.service\nLoadState=loaded\nActiveState=inactive\nSubState=dead\nRestart=no\nMainPID=0\n')
     run = Runner([
         (['systemctl', 'show'], (0, show, '')),
-        (['docker', 'inspect'], (0, 'always\n', '')),
+        (['docker', 'container', 'inspect'], (0, '70 always\n', '')),
         (['systemctl', 'stop', '--no-block', '--', 'trainer.service'], (0, '', '')),
         (['docker', 'stop'], (1, '', 'daemon not running\n')),
     ])
     targets = [record(50), record(51), record(60), record(70, {'runtime': 'docker', 'id': HEX}),
                record(80, {'runtime': 'containerd', 'id': HEX, 'pod_uid': '1234'}), record(90)]
     plan = _sources.find_sources(targets, read_cgroup, run, container_matches=matches, own_pids=[9],
-                                 runtimes={'docker': 'docker', 'podman': None, 'containerd': None})
+                                 runtimes={'docker': 'docker', 'podman': None, 'containerd': None},
+                                 ancestors=lambda pid: [1])
     assert run.calls[0] == ['systemctl', 'show', '--property=Id,LoadState,ActiveState,SubState,Restart,MainPID',
                             '--', 'gone.service', 'trainer.service']
-    assert run.calls[1] == ['docker', 'inspect', '--format', '{{.HostConfig.RestartPolicy.Name}}', HEX]
+    assert run.calls[1] == ['docker', 'container', 'inspect', '--format',
+                            '{{.State.Pid}} {{.HostConfig.RestartPolicy.Name}}', HEX]
     assert [(e['kind'], e['unit'], e['holder_pids'], e['action']) for e in plan.entries] == [
         ('systemd', 'trainer.service', [50, 51], 'stop'), ('container', None, [70], 'stop')]
     _sources.stop_sources(plan, run, stop_seconds=7.6)
@@ -173,3 +177,124 @@ def test_parent_entries_and_leftovers():
         ('parent', 100, None, 'left alone'), ('parent', 101, 'a.service', 'frozen and killed')]
     lines = _sources.leftover_lines(entries)
     assert len(lines) == 1 and lines[0].startswith('pid 100 (bash -c loop), parent of pid 50, was left running')
+
+
+# --- containers from facts: the runtime confirms the container and its process ---------------
+
+C = 'cd' * 32
+DOCKER_INSPECT = ['docker', 'container', 'inspect', '--format', '{{.State.Pid}} {{.HostConfig.RestartPolicy.Name}}', C]
+PODMAN_INSPECT = ['podman', 'container', 'inspect', '--format', '{{.State.Pid}} {{.HostConfig.RestartPolicy.Name}}',
+                  C]
+DOCKER_TOP = ['docker', 'container', 'top', C, '-o', 'pid']
+PODMAN_TOP = ['podman', 'container', 'top', C, 'hpid']
+NO_SUCH = (1, '', 'Error: No such container: %s\n' % C)
+
+
+class TableRunner:
+    """Answers the commands a case expects, in that order; any other command fails the test."""
+
+    def __init__(self, expected):
+        self.expected = list(expected)
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        assert self.expected, 'unexpected command %s' % argv
+        want, answer = self.expected.pop(0)
+        assert list(argv) == want
+        return answer
+
+
+# Each case: the runtime, the holders, their ancestors, the commands expected with their answers, and the
+# outcome: the restart policy (confirmed), or a part of the reason it is not a container source.
+CONFIRM_CASES = [
+    dict(id='the main process itself', cli='docker', pids=[500], parents={},
+         commands=[(DOCKER_INSPECT, (0, '500 always\n', ''))], policy='always'),
+    dict(id='a descendant of the main process', cli='docker', pids=[502], parents={502: [501, 500, 1]},
+         commands=[(DOCKER_INSPECT, (0, '500 unless-stopped\n', ''))], policy='unless-stopped'),
+    # docker exec: a child of the shim, not of the main process; the runtime's own list has it.
+    dict(id='exec, listed by top', cli='docker', pids=[610], parents={610: [400, 1]},
+         commands=[(DOCKER_INSPECT, (0, '500 always\n', '')), (DOCKER_TOP, (0, 'PID\n500\n610\n', ''))],
+         policy='always'),
+    dict(id='podman lists host pids', cli='podman', pids=[610], parents={610: [400, 1]},
+         commands=[(PODMAN_INSPECT, (0, '500 always\n', '')), (PODMAN_TOP, (0, 'HPID\n500\n610\n', ''))],
+         policy='always'),
+    dict(id='no restart policy', cli='podman', pids=[500], parents={},
+         commands=[(PODMAN_INSPECT, (0, '500 \n', ''))], policy=''),
+    # Security: a container the runtime does not know (a cgroup named after it, an id read elsewhere).
+    dict(id='no such container', cli='docker', pids=[700], parents={700: [1]},
+         commands=[(DOCKER_INSPECT, NO_SUCH)], why='docker knows no container %s (Error: No such container' % C[:12]),
+    dict(id='not running', cli='docker', pids=[700], parents={700: [1]},
+         commands=[(DOCKER_INSPECT, (0, '0 always\n', ''))], why='is not running (its main process is 0)'),
+    # Security: the container exists, but the holder is none of its processes.
+    dict(id='not one of its processes', cli='docker', pids=[700], parents={700: [650, 1]},
+         commands=[(DOCKER_INSPECT, (0, '500 always\n', '')), (DOCKER_TOP, (0, 'PID\n500\n501\n', ''))],
+         why='pid 700: not a process of docker container %s (its main process is 500), whatever its cgroup says'
+             % C[:12]),
+    dict(id='one holder of two is not', cli='docker', pids=[501, 700], parents={501: [500], 700: [1]},
+         commands=[(DOCKER_INSPECT, (0, '500 always\n', '')), (DOCKER_TOP, (0, 'PID\n500\n501\n', ''))],
+         why='pid 700: not a process of docker container'),
+    dict(id='top fails', cli='docker', pids=[700], parents={700: [1]},
+         commands=[(DOCKER_INSPECT, (0, '500 always\n', '')),
+                   (DOCKER_TOP, (124, '', 'docker container top did not answer within 10 s'))],
+         why='pid 700: docker cannot list the processes of container %s (docker container top did not answer'
+             % C[:12]),
+    dict(id='garbled inspect', cli='docker', pids=[700], parents={},
+         commands=[(DOCKER_INSPECT, (0, '<no value> always\n', ''))], why='is not running'),
+]
+
+
+@pytest.mark.parametrize('case', CONFIRM_CASES, ids=[case['id'] for case in CONFIRM_CASES])
+def test_confirm_container(case):
+    run = TableRunner(case['commands'])
+    policy, why = _sources.confirm_container(case['cli'], {'runtime': case['cli'], 'id': C}, case['pids'], run,
+                                             lambda pid: case['parents'].get(pid, []))
+    assert run.expected == [], 'commands not run: %s' % run.expected
+    if 'policy' in case:
+        assert (policy, why) == (case['policy'], None)
+    else:
+        assert policy is None and case['why'] in why
+
+
+# Security: a holder the runtime does not confirm is no container source: nothing is stopped, the result says why.
+@pytest.mark.parametrize('answers, reason', [
+    ([(DOCKER_INSPECT, NO_SUCH)], 'docker knows no container %s' % C[:12]),
+    ([(DOCKER_INSPECT, (0, '500 always\n', '')), (DOCKER_TOP, (0, 'PID\n500\n', ''))],
+     'pid 700: not a process of docker container %s' % C[:12]),
+])
+def test_an_unconfirmed_container_is_no_source_and_nothing_is_stopped(answers, reason):
+    run = TableRunner(answers)
+    plan = _sources.find_sources([record(700, {'runtime': 'docker', 'id': C})], lambda pid: '0::/x.scope\n', run,
+                                 container_matches=matches, runtimes={'docker': 'docker'}, ancestors=lambda pid: [1])
+    assert run.expected == []
+    assert [(e['kind'], e['holder_pids'], e['action']) for e in plan.entries] == [
+        ('container', [700], 'not a container source')]
+    assert reason in plan.entries[0]['reason']
+    assert plan.entries[0]['reason'].endswith(': not stopped, and nothing else asked of the runtime')
+    assert plan.to_stop() == []
+    assert plan.warnings == ['docker container %s is not a source of pid 700: %s' % (C[:12], plan.entries[0][
+        'reason'].split(': not stopped')[0])]
+    _sources.stop_sources(plan, run)
+    _sources.planned_actions(plan, check_mode=True)
+    assert run.calls == [argv for argv, dummy in answers]
+    assert plan.entries[0]['action'] == 'not a container source'
+    assert _sources.leftover_lines(plan.entries) == []
+
+
+def test_a_confirmed_container_is_stopped_through_its_runtime():
+    run = TableRunner([(DOCKER_INSPECT, (0, '500 always\n', '')),
+                       (['docker', 'stop', '--time', '10', C], (0, C + '\n', ''))])
+    plan = _sources.find_sources([record(501, {'runtime': 'docker', 'id': C})], lambda pid: '0::/x.scope\n', run,
+                                 container_matches=matches, runtimes={'docker': 'docker'},
+                                 ancestors=lambda pid: [500, 400, 1])
+    assert [e['action'] for e in plan.entries] == ['stop']
+    _sources.stop_sources(plan, run)
+    assert [e['action'] for e in plan.entries] == ['stopped'] and run.expected == []
+
+
+def test_the_real_process_tree_confirms_a_descendant(spawned):
+    # This test's own child: its ancestors, read from /proc, include this process.
+    child = spawned('import time; time.sleep(30)')
+    run = TableRunner([(DOCKER_INSPECT, (0, '%d always\n' % os.getpid(), ''))])
+    assert _sources.confirm_container('docker', {'runtime': 'docker', 'id': C}, [child.pid], run,
+                                      _sources.live_ancestors) == ('always', None)

@@ -446,7 +446,7 @@ def other_run(host_lock_path):
 # Security: one run at a time per host.
 @pytest.mark.skipif(os.geteuid() != 0, reason='only root takes the host lock')
 def test_a_run_that_cannot_take_the_host_lock_fails_naming_the_other_run(run_module, no_library, fake_dev_discovery,
-                                                                          spawn_holder, signals, other_run):
+                                                                         spawn_holder, signals, other_run):
     holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
     first = other_run(30)
     result = run_module({'lock_timeout': 0.3})
