@@ -462,7 +462,7 @@ def test_a_deploy_started_during_a_release_is_left_alone_and_the_proof_names_it(
            'holder_pids': [77]}
     verdict = _proof.evaluate([gpu], [dict(deploy, kind='compute', visible=True)],
                               left_alone=_proof.check_left_alone(plan.skipped))
-    assert verdict['free'] is False and verdict['left_on_purpose'] is True
+    assert verdict['free'] is False and verdict['nothing_in_flight'] is True
     assert 'pid 77 vllm serve new-model' in verdict['lines'][0]
     assert ('Next step for pid 77: the release left it alone (appeared during the release; belongs to nothing '
             'released' in '\n'.join(verdict['lines']))
