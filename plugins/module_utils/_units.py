@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import os
 import re
 
@@ -224,3 +225,14 @@ def summarize(records):
     reasons = ['%s (%s)' % (record['unit'], record['findings'][0].split(':')[0]) for record in flagged]
     return '%d unit(s) audited; %d leave(s) GPU holders behind on stop: %s' % (
         len(records), len(flagged), '; '.join(reasons))
+
+
+def missing_units_message(missing, loaded):
+    """``units: no unit matches vllm (did you mean vllm.service?)``, for names or globs that matched no unit."""
+    parts = []
+    for name in missing:
+        nearest = difflib.get_close_matches(name, loaded, n=1, cutoff=0.5)
+        if not nearest:
+            nearest = [unit for unit in loaded if unit.startswith(name + '.')][:1]
+        parts.append('%s%s' % (name, ' (did you mean %s?)' % nearest[0] if nearest else ''))
+    return 'units: no unit matches %s' % ', '.join(parts)

@@ -39,6 +39,12 @@ options:
       - Fail when a unit would leave GPU holders behind on stop, instead of only reporting it.
     type: bool
     default: false
+  ignore_missing:
+    description:
+      - A unit of O(units) that does not exist, or a glob that matches no unit, fails the task, naming the nearest
+        loaded unit: an audit of a misspelt name would otherwise report it clean. With V(true) it is a warning.
+    type: bool
+    default: false
 requirements:
   - psutil
   - systemd (C(systemctl)) on the managed host
@@ -205,6 +211,7 @@ def main():
     options = dict(
         units=dict(type='list', elements='str', default=[]),
         fail_on_orphaning=dict(type='bool', default=False),
+        ignore_missing=dict(type='bool', default=False),
     )
     module = AnsibleModule(argument_spec=argument_spec(options, gpus=False), supports_check_mode=True)
     missing = missing_library(require_nvml=False)
@@ -220,6 +227,7 @@ def main():
         module.fail_json(msg=str(exc), **exc.fields)
 
     names = _units.units_of_holders(snapshot.holders)
+    missing = []
     for pattern in module.params['units']:
         if _units.is_glob(pattern):
             matched = _units.parse_list_units(
@@ -228,14 +236,24 @@ def main():
         else:
             matched = [pattern]
         if not matched:
-            module.warn('no loaded unit matches %s' % pattern)
+            missing.append(pattern)
         names.extend(name for name in matched if name not in names)
 
     records = []
     if names:
         parents = _proctree.parent_map()
         for properties in _units.parse_show(systemctl(module, _units.show_command(names))):
+            if properties.get('LoadState') == 'not-found' and properties.get('Id') in module.params['units']:
+                missing.append(properties['Id'])
+                continue
             records.append(_units.audit_unit(properties, snapshot.holders, parents))
+    if missing:
+        loaded = _units.parse_list_units(systemctl(module, _units.list_units_command('*')))
+        text = _units.missing_units_message(missing, loaded)
+        if not module.params['ignore_missing']:
+            module.fail_json(msg=text + '; nothing was audited (ignore_missing: true makes this a warning)',
+                             missing_units=missing)
+        module.warn(text)
 
     msg = _units.summarize(records)
     if module.params['fail_on_orphaning'] and any(record['leaves_orphans'] for record in records):

@@ -187,3 +187,10 @@ def test_a_later_drop_in_that_keeps_the_hardening_is_no_finding():
     properties = dict(_units.parse_show(SHOW_OVERRIDDEN)[0], KillMode='control-group')
     record = _units.audit_unit(properties, [], {})
     assert record['hardening_overridden'] is False and record['findings'] == []
+
+
+def test_a_missing_unit_is_named_with_the_nearest_loaded_one():
+    loaded = ['llama.service', 'vllm-sim.service', 'dbus.service']
+    assert _units.missing_units_message(['llama', 'vlm-sim.service', 'zzz'], loaded) == (
+        'units: no unit matches llama (did you mean llama.service?), vlm-sim.service (did you mean '
+        'vllm-sim.service?), zzz')
