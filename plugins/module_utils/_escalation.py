@@ -59,8 +59,6 @@ ACTIVE = 'active'
 _STOPPED_STATES = ('stopped', 'tracing-stop')
 
 
-
-
 class _Target:
     """One target on its way along the ladder."""
 
@@ -444,6 +442,7 @@ class Escalation(SupervisorSteps, TreeSteps, NewcomerWatch):
                 exited[pid] = dict(target.record, descendants=self._descendants.get(pid, ()))
         if not exited:
             return False
+
         def judge(record):
             record['is_self'] = record['pid'] in self.own_pids
             record['protected'], record['protected_reason'] = self._protection(record)

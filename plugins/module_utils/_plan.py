@@ -324,8 +324,8 @@ def _plan_keepers(plan, keepers, left_alone):
         entries = [entry for entry in record['keeps'] if entry['rank'] <= ceiling.get(_context_key(entry), (99,))[0]]
         if not entries:
             stronger = ceiling[_context_key(record['keeps'][0])][1]
-            plan.skipped.append(summarize(record, reason='a stronger candidate keeper of the same context is left '
-                                                          'alone: pid %s' % stronger))
+            reason = 'a stronger candidate keeper of the same context is left alone: pid %s' % stronger
+            plan.skipped.append(summarize(record, reason=reason))
             continue
         record['keeps'] = entries
         allowed.append(record)

@@ -101,8 +101,6 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
     return info
 
 
-
-
 def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT):
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 

@@ -19,7 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ._keepers import CLIENT, KEEPER_HELD_BACK, KEEPER_ROUND_SLACK, RANKS, keeper_rounds, left_behind
-from ._plan import TARGET, keeper_hold_back, newcomer_verdict
+from ._plan import TARGET, keeper_hold_back
 
 
 class KeeperRounds:
