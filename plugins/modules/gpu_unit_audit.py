@@ -42,7 +42,7 @@ options:
   ignore_missing:
     description:
       - A unit of O(units) that does not exist, or a glob that matches no unit, fails the task, naming the nearest
-        loaded unit: an audit of a misspelt name would otherwise report it clean. With V(true) it is a warning.
+        loaded unit, since an audit of a misspelt name would otherwise report it clean. With V(true) it is a warning.
     type: bool
     default: false
 requirements:
