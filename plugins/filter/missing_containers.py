@@ -17,11 +17,11 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._missing_containers
 NAME = 'missing_containers'
 
 
-def missing_containers(inspections, runtime, host):
+def missing_containers(inspections, runtime, host, ignored=False):
     if not isinstance(inspections, list) or not all(isinstance(entry, dict) for entry in inspections):
         raise AnsibleFilterError('%s: the input must be the list of the inspect task\'s results; got: %r'
                                  % (NAME, inspections))
-    return message(inspections, str(runtime), str(host))
+    return message(inspections, str(runtime), str(host), bool(ignored))
 
 
 class FilterModule(object):

@@ -20,7 +20,7 @@ def _first_line(text):
     return ''
 
 
-def missing_containers(inspections, runtime, host):
+def missing_containers(inspections, runtime, host, ignored=False):
     """The failure message for the ``container inspect`` results that did not succeed.
 
     ``inspections`` are the loop results of the stage's inspect task (``item``,
@@ -36,6 +36,8 @@ def missing_containers(inspections, runtime, host):
         why = '; '.join('%s: %s' % (entry.get('item'), _first_line(entry.get('stderr')) or 'not found (rc %s)'
                                     % entry.get('rc')) for entry in inspections)
         why = '%s knows no container %s on %s (%s)' % (runtime, ', '.join(names), host, why)
+    if ignored:
+        return 'gpu_reclaim_stop_containers: %s; gone on without them (gpu_reclaim_stop_ignore_missing)' % why
     return ('gpu_reclaim_stop_containers: %s; nothing was stopped or released. Fix the names (or '
             'gpu_reclaim_container_runtime), or set gpu_reclaim_stop_ignore_missing: true to go on without them.'
             % why)

@@ -28,3 +28,10 @@ TAIL = ('; nothing was stopped or released. Fix the names (or gpu_reclaim_contai
 ])
 def test_the_message_names_each_container_or_the_missing_runtime(inspections, expected):
     assert missing_containers(inspections, 'docker', 'gpu01') == expected + TAIL
+
+
+def test_ignored_it_is_the_warning_of_a_run_that_goes_on():
+    assert missing_containers([{'item': 'vllm', 'rc': 1, 'stderr': 'Error: No such container: vllm'}], 'podman',
+                              'gpu01', ignored=True) == (
+        'gpu_reclaim_stop_containers: podman knows no container vllm on gpu01 (vllm: Error: No such container: vllm); '
+        'gone on without them (gpu_reclaim_stop_ignore_missing)')
