@@ -55,7 +55,7 @@ def test_a_file_is_never_a_closed_output(tmp_path):
 
 
 # The module's shell dies (a dropped connection): a real child sees its parent change within a poll.
-WATCHER = ('import sys, time\n'
+WATCHER = ('import os, sys, time\n'
            'from ansible_collections.gpuops.reclaim.plugins.module_utils._controller import ControllerWatch\n'
            'watch = ControllerWatch(output_fd=2)\n'
            'print("ready", flush=True)\n'
@@ -63,7 +63,9 @@ WATCHER = ('import sys, time\n'
            'while time.monotonic() < deadline:\n'
            '    reason = watch.gone()\n'
            '    if reason:\n'
-           '        open(sys.argv[1], "w").write(reason)\n'
+           # Written whole, then renamed: the test never reads a file half written.
+           '        open(sys.argv[1] + ".tmp", "w").write(reason)\n'
+           '        os.rename(sys.argv[1] + ".tmp", sys.argv[1])\n'
            '        break\n'
            '    time.sleep(0.02)\n')
 
