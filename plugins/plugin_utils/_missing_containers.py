@@ -20,16 +20,22 @@ def _first_line(text):
     return ''
 
 
+def _not_run(entry):
+    # The command module could not execute the runtime: no rc, or its 'Error executing command' (ENOENT).
+    msg = entry.get('msg') or ''
+    return entry.get('rc') is None or 'No such file' in msg or msg.startswith('Error executing command')
+
+
 def missing_containers(inspections, runtime, host, ignored=False):
     """The failure message for the ``container inspect`` results that did not succeed.
 
     ``inspections`` are the loop results of the stage's inspect task (``item``,
-    ``rc``, ``stderr``, ``msg``); a result with no ``rc`` or the ``No such
-    file`` of a missing executable means the runtime itself is missing.
+    ``rc``, ``stderr``, ``msg``); a result with no ``rc``, or the command
+    module's ``Error executing command`` of a missing executable, means the
+    runtime itself is missing.
     """
     names = [str(entry.get('item')) for entry in inspections]
-    not_installed = any(entry.get('rc') is None or entry.get('rc') == 2 and 'No such file' in (entry.get('msg') or '')
-                        for entry in inspections)
+    not_installed = any(_not_run(entry) for entry in inspections)
     if not_installed:
         why = 'the container runtime %s is not installed on %s' % (runtime, host)
     else:

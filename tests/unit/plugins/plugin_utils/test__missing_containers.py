@@ -23,7 +23,9 @@ TAIL = ('; nothing was stopped or released. Fix the names (or gpu_reclaim_contai
      'b: Error: b: not found)'),
     ([{'item': 'vllm', 'rc': 2, 'msg': '[Errno 2] No such file or directory: b\'docker\''}],
      'gpu_reclaim_stop_containers: the container runtime docker is not installed on gpu01'),
-    ([{'item': 'vllm', 'failed': True, 'msg': 'Error executing command.'}],
+    ([{'item': 'vllm', 'rc': 2, 'failed': True, 'msg': 'Error executing command.'}],
+     'gpu_reclaim_stop_containers: the container runtime docker is not installed on gpu01'),
+    ([{'item': 'vllm', 'failed': True, 'msg': 'the module failed'}],
      'gpu_reclaim_stop_containers: the container runtime docker is not installed on gpu01'),
 ])
 def test_the_message_names_each_container_or_the_missing_runtime(inspections, expected):
