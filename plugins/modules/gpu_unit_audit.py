@@ -248,7 +248,9 @@ def main():
                 continue
             records.append(_units.audit_unit(properties, snapshot.holders, parents))
     if missing:
-        loaded = _units.parse_list_units(systemctl(module, _units.list_units_command('*')))
+        # Installed units too: a stopped unit may be unloaded.
+        loaded = _units.parse_list_units(systemctl(module, _units.list_units_command('*'))
+                                         + systemctl(module, _units.list_unit_files_command('*')))
         text = _units.missing_units_message(missing, loaded)
         if not module.params['ignore_missing']:
             module.fail_json(msg=text + '; nothing was audited (ignore_missing: true makes this a warning)',
