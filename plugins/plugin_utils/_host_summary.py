@@ -179,8 +179,10 @@ def stage_seconds(run):
     stages = {}
     if first.get('waited_seconds') is not None:
         stages['preflight'] = round(float(first['waited_seconds']), 2)
-    if run.get('stop_results'):
-        stages['stop_units'] = command_seconds(run['stop_results'])
+    # Only the commands that ran: a stage with nothing to do left a skipped result, or none.
+    stopped = [result for result in run.get('stop_results') or [] if (result or {}).get('delta')]
+    if stopped:
+        stages['stop_units'] = command_seconds(stopped)
     if release.get('elapsed_seconds') is not None:
         stages['release'] = round(float(release['elapsed_seconds']), 2)
     if proof.get('waited_seconds') is not None:

@@ -187,3 +187,9 @@ def test_left_says_what_stayed_and_why():
     assert left_on_gpu({'free': False, 'memory_used_mib': 900, 'holder_pids': []}, []) == [
         '900 MiB with no holder: reset (gpu_reclaim_allow_reset) or reboot']
     assert left_on_gpu({'free': True}, holders) == []
+
+
+def test_a_stop_stage_that_ran_nothing_has_no_seconds():
+    from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary import stage_seconds
+    assert stage_seconds({'stop_results': [{}, {'skipped': True}]}) == {}
+    assert stage_seconds({'stop_results': [{'delta': '0:00:01.500000'}, {}]}) == {'stop_units': 1.5}
