@@ -21,6 +21,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _newcomers,
     _nvml,
     _plan,
+    _procfs,
     _prober,
     _proctree,
     _proof,
@@ -376,7 +377,7 @@ def check_fork_then_exit(parent, claims, result, lines, seconds):
 
 # A forked child whose parent exited belongs to the release by its session alone: where the session leader is
 # outside this PID namespace (a container), the session reads 0 and tells nothing.
-_SESSION_HIDDEN = int(open('/proc/self/stat').read().rpartition(')')[2].split()[3]) == 0
+_SESSION_HIDDEN = _procfs.read_stat(os.getpid())['session'] == 0
 _NEEDS_SESSION = pytest.mark.skipif(_SESSION_HIDDEN, reason='the session leader is outside this PID namespace')
 
 
