@@ -21,7 +21,6 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils import (
     _newcomers,
     _nvml,
     _plan,
-    _procfs,
     _prober,
     _proctree,
     _proof,
@@ -317,7 +316,11 @@ class ClaimedGpu(dict):
 
 @pytest.fixture
 def fork_then_exit(tmp_path, fake_dev):
-    """Start a holder of GPU 0 that forks on SIGTERM; every generation is killed afterwards."""
+    """Start a holder of GPU 0 that forks on SIGTERM; every generation is killed afterwards.
+
+    The holder leads a session of its own, as a service's worker does: its children keep that session after
+    it exits, and the session reads the same in whatever PID namespace the tests run.
+    """
     claims = str(tmp_path / 'claims')
     os.mkdir(claims)
     started = []
@@ -325,7 +328,7 @@ def fork_then_exit(tmp_path, fake_dev):
     def start(generations=3):
         proc = subprocess.Popen([sys.executable, '-c', FORK_THEN_EXIT, claims, str(generations),
                                  os.path.join(fake_dev, 'nvidia0'), os.path.join(fake_dev, 'nvidia-uvm')],
-                                stdout=subprocess.PIPE)
+                                stdout=subprocess.PIPE, start_new_session=True)
         started.append(proc)
         assert proc.stdout.readline() == b'ready\n'
         return proc, claims
@@ -375,13 +378,6 @@ def check_fork_then_exit(parent, claims, result, lines, seconds):
     assert 'sent SIGKILL to pid %d' % child in '\n'.join(lines)
 
 
-# A forked child whose parent exited belongs to the release by its session alone: where the session leader is
-# outside this PID namespace (a container), the session reads 0 and tells nothing.
-_SESSION_HIDDEN = _procfs.read_stat(os.getpid())['session'] == 0
-_NEEDS_SESSION = pytest.mark.skipif(_SESSION_HIDDEN, reason='the session leader is outside this PID namespace')
-
-
-@_NEEDS_SESSION
 def test_real_fork_then_exit_child_is_adopted_through_nvml(fork_then_exit, fake_nvml_factory):
     parent, claims = fork_then_exit()
     fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(1))
@@ -397,7 +393,6 @@ def test_real_fork_then_exit_child_is_adopted_through_nvml(fork_then_exit, fake_
     check_fork_then_exit(parent, claims, result, lines, seconds)
 
 
-@_NEEDS_SESSION
 def test_real_fork_then_exit_child_is_adopted_through_the_proc_scan(fork_then_exit):
     parent, claims = fork_then_exit()
     result, lines, seconds = fork_run([real_holder(parent.pid)], nvml=None)

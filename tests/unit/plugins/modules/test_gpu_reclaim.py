@@ -290,12 +290,16 @@ while True:
 
 @pytest.fixture
 def fork_then_exit_holder(tmp_path, fake_dev_discovery):
-    """A holder of GPU 0 that answers SIGTERM by forking a new holder and exiting; both are killed afterwards."""
+    """A holder of GPU 0 that answers SIGTERM by forking a new holder and exiting; both are killed afterwards.
+
+    It leads a session of its own, which its child keeps: that is what adopts the child once it is reparented.
+    """
     pids = str(tmp_path / 'pids')
     os.mkdir(pids)
     proc = subprocess.Popen([sys.executable, '-c', FORK_THEN_EXIT, pids,
                              os.path.join(fake_dev_discovery, 'nvidia0'),
-                             os.path.join(fake_dev_discovery, 'nvidia-uvm')], stdout=subprocess.PIPE)
+                             os.path.join(fake_dev_discovery, 'nvidia-uvm')], stdout=subprocess.PIPE,
+                            start_new_session=True)
     assert proc.stdout.readline() == b'ready\n'
     yield proc, pids
     if proc.poll() is None:
