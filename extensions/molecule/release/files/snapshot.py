@@ -3,9 +3,11 @@
   snapshot.py [CURSOR]
 
 - processes: every process of the host but this one and its ancestors, with
-  pid, ppid, create_time, status, title and key ("pid@create_time"), so that
-  two snapshots show whether a process went away, was replaced under its pid,
-  or was stopped;
+  pid, ppid, create_time, status, title and key ("pid@start", the start in
+  clock ticks since boot from /proc/PID/stat, which stays the same while
+  create_time moves with the boot time the kernel derives from the wall
+  clock), so that two snapshots show whether a process went away, was
+  replaced under its pid, or was stopped;
 - cursor: the journal cursor of the last entry read (or of the newest entry
   when no CURSOR is given), to pass to the next snapshot;
 - signals: the "sent SIG... to pid N ..." lines that gpu_reclaim logged after
@@ -35,12 +37,22 @@ def own_lineage():
     return pids
 
 
+def start_ticks(pid):
+    """Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def processes():
     own = own_lineage()
     found = []
     for proc in psutil.process_iter(["pid", "ppid", "create_time", "status", "cmdline", "name"]):
         info = proc.info
-        if info["pid"] in own or info["create_time"] is None:
+        start = start_ticks(info["pid"])
+        if info["pid"] in own or info["create_time"] is None or start is None:
             continue
         title = " ".join(info["cmdline"] or []) or info["name"] or ""
         found.append({
@@ -49,7 +61,7 @@ def processes():
             "create_time": info["create_time"],
             "status": info["status"],
             "title": title,
-            "key": "%d@%.2f" % (info["pid"], info["create_time"]),
+            "key": "%d@%d" % (info["pid"], start),
         })
     return sorted(found, key=lambda entry: entry["pid"])
 
