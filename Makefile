@@ -91,7 +91,8 @@ changelog-lint: venv
 	$(BIN)/antsibull-changelog lint
 
 # Build the collection tarball, install it into a scratch path, and check that
-# every module's documentation renders from the installed copy.
+# every module's documentation renders from the installed copy, with at most
+# 120 lines before its first option and a short text per option in -s.
 .PHONY: docs
 docs: venv
 	rm -rf build/dist build/installed
@@ -102,6 +103,7 @@ docs: venv
 	  ANSIBLE_COLLECTIONS_PATH=$(ROOT)/build/installed $(BIN)/ansible-doc gpuops.reclaim.$$module >/dev/null; \
 	  echo "ansible-doc gpuops.reclaim.$$module: ok"; \
 	done
+	$(BIN)/python scripts/check_docs.py $(ROOT)/build/installed
 
 .PHONY: molecule
 molecule: testbed
