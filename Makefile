@@ -43,7 +43,7 @@ help:
 
 # --- set-up ---------------------------------------------------------------
 
-$(BIN)/.installed: test-requirements.txt
+$(BIN)/.installed: test-requirements.txt build-requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r test-requirements.txt
 	touch $@
@@ -91,7 +91,8 @@ changelog-lint: venv
 	$(BIN)/antsibull-changelog lint
 
 # Build the collection tarball, install it into a scratch path, and check that
-# every module's documentation renders from the installed copy.
+# every module's documentation renders from the installed copy, with at most
+# 120 lines before its first option and a short text per option in -s.
 .PHONY: docs
 docs: venv
 	rm -rf build/dist build/installed
@@ -102,6 +103,7 @@ docs: venv
 	  ANSIBLE_COLLECTIONS_PATH=$(ROOT)/build/installed $(BIN)/ansible-doc gpuops.reclaim.$$module >/dev/null; \
 	  echo "ansible-doc gpuops.reclaim.$$module: ok"; \
 	done
+	$(BIN)/python scripts/check_docs.py $(ROOT)/build/installed
 
 .PHONY: molecule
 molecule: testbed
@@ -136,29 +138,54 @@ DEBIAN13_SCENARIO ?= incident
 molecule-debian13: testbed
 	GPUSIM_DISTRIBUTION=debian13 $(BIN)/molecule test -s $(DEBIAN13_SCENARIO)
 
-# The collection tarball, in build/dist/; its README must not send a user to
-# make targets that the tarball does not ship.
+# The collection tarball, in build/dist/, built by ansible-core alone (a venv of
+# its own: no test tool is installed). Before building, galaxy.yml, the
+# changelog and CHANGELOG.rst must agree; the tarball's README must not send a
+# user to make targets that the tarball does not ship.
+BUILD_VENV := $(ROOT)/build/build-venv
+$(BUILD_VENV)/.installed: build-requirements.txt
+	$(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/pip install --quiet --disable-pip-version-check -r build-requirements.txt
+	touch $@
+
 .PHONY: build
-build: venv
+build: $(BUILD_VENV)/.installed
+	$(BUILD_VENV)/bin/python scripts/check_release.py
 	rm -rf build/dist
 	mkdir -p build/dist
-	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
-	$(BIN)/python scripts/check_tarball.py build/dist/gpuops-reclaim-*.tar.gz
+	$(BUILD_VENV)/bin/ansible-galaxy collection build --force --output-path build/dist .
+	$(BUILD_VENV)/bin/python scripts/check_tarball.py build/dist/gpuops-reclaim-*.tar.gz
 
-# Regenerate CHANGELOG.rst from the fragments (the release runs on a scratch copy).
+# The release, antsibull-changelog's normal flow: the version of galaxy.yml is
+# recorded in changelogs/changelog.yaml with the waiting fragments, which are
+# consumed, and CHANGELOG.rst is written. Commit the result, then tag it.
+.PHONY: changelog-release
+changelog-release: venv
+	$(BIN)/antsibull-changelog release
+
+# Regenerate CHANGELOG.rst from changelogs/changelog.yaml.
 .PHONY: changelog
 changelog: venv
-	$(BIN)/python scripts/changelog_release.py --write
+	$(BIN)/antsibull-changelog generate
 
-# antsibull-changelog release on a scratch copy: every module, the role and
-# every fragment in the release section, and CHANGELOG.rst up to date.
-.PHONY: changelog-release-check
-changelog-release-check: venv
-	$(BIN)/python scripts/changelog_release.py
+# The fragments and changelog.yaml are valid, CHANGELOG.rst is what
+# changelog.yaml generates, and galaxy.yml's version agrees with both.
+.PHONY: changelog-check
+changelog-check: changelog-lint
+	mkdir -p build
+	cp CHANGELOG.rst build/CHANGELOG.rst.committed
+	$(BIN)/antsibull-changelog generate
+	if ! cmp -s CHANGELOG.rst build/CHANGELOG.rst.committed; then \
+	  diff -u build/CHANGELOG.rst.committed CHANGELOG.rst | head -40; \
+	  cp build/CHANGELOG.rst.committed CHANGELOG.rst; \
+	  echo "CHANGELOG.rst is not what antsibull-changelog generate writes from changelogs/changelog.yaml: run make changelog" >&2; \
+	  exit 1; \
+	fi
+	$(BIN)/python scripts/check_release.py
 
 # The testbed first: the stand-in NVML's own unit tests need the nvml.h it unpacks.
 .PHONY: test
-test: venv tree testbed units sanity lint changelog-lint changelog-release-check docs build molecule molecule-debian13 matrix-test bench-tests
+test: venv tree testbed units sanity lint changelog-check docs build molecule molecule-debian13 matrix-test bench-tests
 	@echo "make test: all passed"
 
 # --- demonstration ---------------------------------------------------------

@@ -19,7 +19,8 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 NOT_SHIPPED = ("Makefile", "tests/", "scripts/", "bench/", "extensions/", "build/",
-               "test-requirements.txt", ".ci/")
+               "test-requirements.txt", "build-requirements.txt", ".ci/",
+               "changelogs/.plugin-cache.yaml")
 
 
 def problems_of(path):

@@ -6,7 +6,7 @@
 """Copy the files of this work tree that git knows about, as scripts/collection-tree --copy does.
 
 Tracked files and new ones that are not ignored, as they are in the work tree (a deleted file is
-skipped). Used by scripts/changelog_release.py and scripts/matrix.py for their scratch copies.
+skipped). Used by scripts/matrix.py for its scratch copies.
 """
 
 from __future__ import absolute_import, division, print_function

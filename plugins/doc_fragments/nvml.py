@@ -15,26 +15,14 @@ class ModuleDocFragment(object):
 options:
   nvml_timeout:
     description:
-      - Seconds that one NVML step may take before it is abandoned. A step is initialising NVML and
-        reading the GPUs, or one poll of memory and process lists.
-      - NVML and the driver can hang. When a step overruns, NVML is not used again in this task,
-        and the task carries on with what C(/proc) shows, saying so in its warnings (or fails when
-        O(require_nvml=true)).
-      - "The same deadline bounds the reads of other processes' C(/proc/PID/cmdline), which block behind a
-        process stuck in the kernel. All holders' titles are read at once; one that does not come in time
-        leaves that holder with an empty title and C(unreadable) saying C(unreadable: possibly stuck in the
-        kernel) with its state and wchan. It is still a holder, and still released when in scope."
-      - A number greater than 0 and at most 600. A boolean is an error.
+      - Seconds that one NVML step, or one read of another process's C(/proc/PID/cmdline), may take before it is
+        abandoned; above 0 and at most 600.
     type: raw
     default: 5.0
   require_nvml:
     description:
-      - What to do when NVML cannot be used (the Python library C(nvidia-ml-py) is missing,
-        C(libnvidia-ml.so.1) is missing, the driver is not loaded, or NVML overran O(nvml_timeout)).
-      - V(false) carries on with the C(/proc) view alone, returns RV(nvml_available=false) and warns
-        about what could not be seen (memory per GPU and per process, and processes that hold no
-        device node open).
-      - V(true) fails the task instead.
+      - What to do when NVML cannot be used (library or driver missing, or a step overran O(nvml_timeout)). V(false)
+        goes on with the C(/proc) view alone; V(true) fails the task.
     type: bool
     default: false
 requirements:

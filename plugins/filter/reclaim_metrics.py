@@ -19,7 +19,14 @@ description:
   - C(gpu_reclaim_last_run_timestamp_seconds), C(gpu_reclaim_last_run_success) (1 when the GPUs were proven
     free), C(gpu_reclaim_last_run_gpus_freed), C(gpu_reclaim_last_run_memory_reclaimed_bytes),
     C(gpu_reclaim_last_run_holders_released) (label C(signal)), C(gpu_reclaim_last_run_sources_stopped) (label
-    C(kind), one of C(systemd_unit), C(container), C(pod), C(parent)) and C(gpu_reclaim_last_run_duration_seconds).
+    C(kind), one of C(systemd_unit), C(container), C(pod), C(parent)), C(gpu_reclaim_last_run_duration_seconds) and
+    C(gpu_reclaim_last_run_failure) (label C(reason), one of C(holders_left), C(survivors), C(stuck_gpus), C(reset),
+    C(other); 1 for each reason the run failed).
+  - Per GPU, with labels C(gpu) (NVML's index) and C(uuid), C(gpu_reclaim_last_run_gpu_memory_used_before_bytes),
+    C(gpu_reclaim_last_run_gpu_memory_used_after_bytes) (absent when nothing was proven) and
+    C(gpu_reclaim_last_run_gpu_holders_left) (label C(reason), one of C(unkillable), C(survived), C(skipped),
+    C(protected), C(kept), C(came_back), C(not_released)).
+  - A series with a fixed set of label values is written for each of them, zeros included.
 positional: _input, timestamp
 options:
   _input:

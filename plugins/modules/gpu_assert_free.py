@@ -28,6 +28,7 @@ description:
     stuck context).
   - With O(settle_seconds), the GPUs must then stay free for that long; see O(settle_seconds).
   - This module only reads. It never signals a process.
+  - The full description of every option is in C(docs/modules.md), shipped with the collection.
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
@@ -39,39 +40,27 @@ options:
   max_used_mib:
     description:
       - The most memory, in MiB, that a free GPU may show as used. Must be 0 or more.
-      - When neither this nor O(max_used_percent) is given, 64 MiB.
-      - Mutually exclusive with O(max_used_percent).
     type: int
   max_used_percent:
     description:
       - The most memory, as a percentage of the GPU's total memory (0 to 100), that a free GPU may show as used.
-      - Mutually exclusive with O(max_used_mib).
     type: float
   allow:
     description:
-      - Holders whose holding is accepted, for example an exporter that keeps a context open. Each item is an
-        executable name (compared with the command name, the executable's basename and the first word of the
-        title) or a PID. The GPU memory an allowed holder uses is accepted too.
+      - Holders whose holding is accepted, for example an exporter that keeps a context open.
     type: list
     elements: str
     default: []
   left_alone:
     description:
       - The holders a release just left alone on purpose, as M(gpuops.reclaim.gpu_reclaim) returns them in
-        RV(ignore:skipped_holders) and RV(ignore:protected), each a dict with C(pid) and C(reason). When only
-        such holders keep a GPU busy, the proof fails after three polls instead of waiting out
-        O(timeout_seconds), and its message names, for each, why it was left and the option that would include
-        it; it never sends the operator back to the release that just ran. The role passes its release's. Left
-        out, the proof knows of no release.
+        RV(ignore:skipped_holders) and RV(ignore:protected), each a dict with C(pid) and C(reason).
     type: list
     elements: dict
   released_gpus:
     description:
       - After a release, the GPU indices it released holders of, where memory may still be on its way back (the
-        driver can take seconds to free it, for example with much pinned host memory). On any other selected
-        GPU, memory that no holder explains will not come back by waiting, so once it has stopped dropping
-        for three polls the proof fails instead of waiting out O(timeout_seconds). Left out, every GPU is
-        waited on. The role passes its release's, unless it stopped a unit or a container first.
+        driver can take seconds to free it, for example with much pinned host memory).
     type: list
     elements: int
   timeout_seconds:
@@ -87,20 +76,14 @@ options:
     default: 0.05
   settle_seconds:
     description:
-      - Once the GPUs first read free, how long they must stay free, from 0 to 600 seconds. V(0) proves one
-        instant only.
-      - "During the window the module keeps looking every O(poll_interval) seconds at the memory, the NVML
-        process lists and the processes that hold a GPU's device node. A holder that appears (a respawning
-        parent, a C(Restart=) unit, a container restart policy or kubelet bringing one back), or a process that
-        newly opens a device node (unless it is protected, this module, or named in O(allow)), fails the proof
-        at once. The message names the holder, its parent, its unit, container or pod, and the next step."
-      - A boolean is an error.
+      - Once the GPUs first read free, how long they must stay free, from 0 to 600 seconds. V(0) proves one instant
+        only.
     type: raw
     default: 0.0
   require_nvml:
     description:
-      - Without NVML, memory cannot be read, so freedom cannot be proven. V(true) fails the task then, saying why.
-      - V(false) accepts the C(/proc) view alone (no holder of a selected GPU) and says so in the warnings.
+      - Without NVML, memory cannot be read, so freedom cannot be proven. V(true) fails the task then, saying why;
+        V(false) accepts the C(/proc) view alone and warns.
     type: bool
     default: true
 requirements:

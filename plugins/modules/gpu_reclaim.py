@@ -19,87 +19,21 @@ description:
   - "The default ladder: send SIGTERM and wait up to O(grace_seconds); freeze what is left (SIGSTOP of the holder
     and all its descendants, rescanned until no new process appears) so that nothing can fork or respawn; send
     SIGKILL to the frozen trees and wait up to O(kill_seconds)."
-  - Each holder moves along the ladder on its own clock. A holder that ignores SIGTERM (C(SigIgn) in
-    C(/proc/PID/status)) or that is stopped gets no grace; it is frozen and killed at once while the others get
-    theirs.
   - Waiting polls NVML and C(/proc) every O(poll_interval) seconds and ends the moment every targeted holder has
     exited or is a zombie, NVML lists none of them, and each GPU's used memory is back to what the holders left
     alone account for (plus 64 MiB). There is no fixed sleep.
-  - Memory that is still used once every holder is gone (a slow release, for example with much pinned host
-    memory) is waited for as long as the ladder would still have granted the holders, then reported as a stuck
-    context. Only GPUs that a targeted holder held are waited on.
   - "Never signalled, in any mode: protected holders (see O(protect)), PID 1, kernel threads, and the module's own
     process with all its ancestors. They appear in RV(protected) with the reason."
   - A signal goes only to the process that was discovered. Right before each signal the process's start time is
     compared with the one seen at discovery, through a pidfd where the kernel has one, so that a PID reused by
     another process is never hit.
-  - "Holders that appear during the release: a holder may answer SIGTERM by forking a new holder and exiting, so
-    that the new one is reparented to PID 1 and nothing ties it to the holder any more. While it waits, the module
-    therefore looks for processes that newly hold a GPU one of its targets holds: in NVML's process lists, reading
-    C(/proc) only for a PID it does not know, or, without NVML, in a scan of every C(/proc/PID/fd) (spaced so that
-    scans take at most a fifth of the time, and always one more after the last target exits). Each is judged
-    once, by the same scope and protection as the holders found at discovery (O(kinds), O(users), O(match),
-    O(systemd_units), O(containers), permission, O(protect) and O(unprotect), never PID 1, a kernel thread, or
-    the module and its ancestors). It must also belong to what is released, by facts no other user can give it. It
-    descends from a target, a process of a target's tree, or a source parent. Or it shares a target's systemd
-    unit (of the same manager, as the same user), container or session (not PID 1's). Holding the same GPU is not
-    enough, so a deploy started during the release by someone else is never killed. One that passes is adopted,
-    walks the ladder on its own clock, and is returned in RV(released) or RV(survivors) with C(adopted=true). One
-    that does not is left alone, returned in RV(protected) or RV(skipped_holders) with a reason that starts with
-    C(appeared during the release), and its memory counts as its own. A later proof (M(gpuops.reclaim.gpu_assert_free)
-    with O(gpuops.reclaim.gpu_assert_free#module:left_alone)) fails and names it if it still holds the GPU."
-  - "An adopted holder gets no grace when the holder it comes from (the target it descends from or, with its
-    ancestry lost, the targets it shares a unit, container or session with) was already sent a ladder signal: appearing after its workload was
-    asked to stop is how a process that does not honour the request behaves, and a grace period for each new
-    generation would let a fork-on-SIGTERM chain outlive every deadline. It starts at the freeze step and is
-    frozen and killed at once; the skipped steps are listed in its C(skipped_steps). One that appears before any
-    signal starts at the first step with the others."
-  - "Adoption is bounded: at most 64 new processes are examined in one run; a later one is neither examined nor
-    signalled, and is returned in RV(survivors), which fails the task. No wait of an adopted holder ends later
-    than 0.5 s after the sum of the ladder's waits, so the release takes at most O(grace_seconds) plus
-    O(kill_seconds) plus 0.5 s with the default ladder, whatever appears."
-  - "Supervisors: the source parents (see below) that are frozen first and killed with the holders, because their
-    live children are all targeted holders (a respawning parent, a shell loop included), or because they match every
-    filter among O(match), O(systemd_units) and O(containers) that is given. They are returned in RV(supervisors)
-    with the reason, and in RV(sources) with every other source."
-  - "Sources: what could start a released holder again is found and returned in RV(sources). A parent that is
-    not PID 1, an init system, a container runtime or shim, a session process (sshd, login, su, sudo, tmux,
-    screen), protected, or this module or an ancestor, is frozen (SIGSTOP) before the first signal to its
-    children, shells included. Once its holder children are gone it is killed when it is a respawner (its live
-    children were all targets, or it started a new holder during the release) and thawed (SIGCONT) otherwise.
-    An interactive shell on a terminal is always thawed, never killed. A parent outside O(users), O(match),
-    O(systemd_units), O(containers) or this user's permission is never signalled, only named."
-  - "The system manager's C(.service) that owns a targeted holder and is still active, activating or waiting to
-    auto-restart is stopped through systemd (C(systemctl stop --no-block)) while the parents are frozen and
-    before any holder is signalled, so that C(Restart=) cannot bring the holder back. Never a login session's
-    scope, C(user@.service) or anything under it, or a unit of this module's own lineage. A docker, podman or
-    containerd (C(nerdctl)) container with a restart policy is stopped through its runtime, never the one this
-    module runs in. A unit or container outside O(systemd_units) or O(containers) is only named."
-  - "Holders in a Kubernetes pod are skipped by default with the reason C(managed by Kubernetes pod UID: drain
-    the node), with the pod's namespace and name where C(/var/log/pods) tells them: kubelet restarts them
-    whatever is done on the host. O(release_pods) releases them anyway, and RV(sources) says that kubelet will
-    restart them."
-  - "When the module can tell that its controller went away (its parent process ended, so that it was
-    reparented, or nothing reads its output any more: a controller stopped with SIGINT, a dropped SSH
-    connection), it stops escalating between two steps: nothing more is signalled, stopped or killed, and what
-    it froze is thawed. It cannot tell when its parent was already PID 1 at the start or its output is a file
-    (C(async)): the release then runs to its end, bounded by the ladder's waits plus 0.5 s."
-  - "Whatever this module freezes is thawed or killed before it returns, on every path: success, failure, a
-    deadline or an exception."
-  - "A holder that cannot act on SIGTERM gets no grace: it ignores it (C(SigIgn)), or it is the init of a PID
-    namespace other than the host's (the last C(NSpid) value is 1) without a SIGTERM handler (C(SigCgt)), whose
-    SIGTERM from outside the kernel drops. C(skipped_steps) says which case applied."
-  - Every signal is logged through the module's logging, so it reaches the host's syslog or journal.
-  - "Nothing the module freezes outlives it. Before its first SIGSTOP it starts a small guardian process in a session
-    of its own (C(gpuops-reclaim-guardian) in C(ps)) and tells it the PID and start time of each process it stops.
-    If the module dies (SIGKILL, SIGTERM, an async timeout that kills its process group), the guardian sends SIGCONT
-    to each of them that is still stopped and still the same process. On an exception the module thaws them itself,
-    and at the end it thaws anything it froze and did not kill. Freezing a tree that keeps growing stops at the
-    release's deadline."
   - "What cannot be released is reported, not waited on forever: a holder still alive after the last step of the
     ladder (typically in state D inside the driver), or memory still used after every holder is gone (a stuck
     context), fails the task naming the GPU, the pid, its state and wchan, and the next step: a GPU reset or a
     reboot. With O(fail_on_survivors=false) they are returned instead."
+  - How the rest works (each holder's own clock, slow releases, holders that appear during the release, supervisors
+    and sources, pods, a controller that goes away, the guardian that thaws what was frozen) and the full text of
+    every option are in C(docs/modules.md), shipped with the collection.
   - Bad input fails before anything is signalled, naming the option and the value.
 author:
   - gpuops.reclaim contributors (@gpuops)
@@ -128,40 +62,32 @@ options:
   users:
     description:
       - Release only holders run by these users (names or numeric UIDs). Empty means any user.
-      - A user that does not exist on the host is named in a warning and in RV(filter_warnings), so that a
-        typo that releases nothing says so.
     type: list
     elements: str
     default: []
   match:
     description:
-      - Release only holders whose title (the command line as set by setproctitle), command name or executable
-        path matches this Python regular expression (searched, not anchored), for example V(^VLLM::).
+      - Release only holders whose title (the command line as set by setproctitle), command name or executable path
+        matches this Python regular expression (searched, not anchored), for example V(^VLLM::).
     type: str
   systemd_units:
     description:
-      - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs
-        such as V(vllm-*.service) are allowed.
-      - A name or glob that matches no unit on the host, loaded or installed, is named in a warning and in
-        RV(filter_warnings).
+      - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs such as
+        V(vllm-*.service) are allowed.
     type: list
     elements: str
     default: []
   containers:
     description:
-      - Release only holders that run in one of these containers, each given as a runtime name (V(docker),
-        V(containerd), V(cri-o), V(podman)), as a prefix of the container id, as V(kubepods) for every
-        container of a Kubernetes pod whatever its runtime, or as a prefix of a pod's UID.
-      - One that matches no process's control group on the host is named in a warning and in
-        RV(filter_warnings).
+      - Release only holders in one of these containers, each a runtime name (V(docker), V(podman), ...), a prefix
+        of a container id or of a pod UID, or V(kubepods) for every pod.
     type: list
     elements: str
     default: []
   kinds:
     description:
-      - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders
-        only hold a device node, as monitors and exporters do.
-      - An empty list is an error, since it would select nothing to release.
+      - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders only
+        hold a device node, as monitors and exporters do.
     type: list
     elements: str
     choices: [compute, client]
@@ -176,29 +102,17 @@ options:
   grace_seconds:
     description:
       - How long SIGTERM may take before the holder is frozen and killed, from 0 to 3600 seconds.
-      - Used by the default ladder, and by every SIGTERM step of O(ladder) that gives no C(wait).
-      - A boolean is an error (Ansible would otherwise read V(true) as one second).
     type: raw
     default: 10.0
   kill_seconds:
     description:
-      - How long to wait after SIGKILL for the holder to exit and its memory to come back, from 0 to 3600
-        seconds. A holder still alive then is a survivor.
-      - Used by the default ladder, and by every SIGKILL step of O(ladder) that gives no C(wait).
-      - A boolean is an error.
+      - How long to wait after SIGKILL for the holder to exit and its memory to come back, from 0 to 3600 seconds. A
+        holder still alive then is a survivor.
     type: raw
     default: 10.0
   ladder:
     description:
       - A custom escalation ladder, replacing the default built from O(grace_seconds) and O(kill_seconds).
-      - "Each step is either C({signal: NAME, wait: SECONDS}) or C({action: freeze}). Signals are named
-        (V(SIGTERM) or V(TERM)); allowed are SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT and
-        SIGKILL. C(wait) is from 0 to 3600 seconds; without it a SIGKILL step waits O(kill_seconds) and any other
-        step O(grace_seconds)."
-      - A freeze step must be followed by a SIGKILL step, since a frozen process honours no other signal.
-        SIGKILL always freezes and kills the whole process tree of the holder.
-      - Supervisors are frozen first only when the ladder has a freeze step, and killed only when it has a
-        SIGKILL step.
     type: list
     elements: dict
   poll_interval:
@@ -208,9 +122,8 @@ options:
     default: 0.05
   release_pods:
     description:
-      - Release holders that run in a Kubernetes pod. Kubelet restarts a pod's containers whatever is done on the
-        host, so by default they are skipped with a reason that tells to drain the node. Even when set, the pod
-        is returned in RV(sources) with a reason saying that kubelet will restart it.
+      - Release holders that run in a Kubernetes pod too; by default they are skipped (kubelet restarts them, so drain the
+        node).
     type: bool
     default: false
   fail_on_survivors:
@@ -221,26 +134,17 @@ options:
     default: true
   only_if_busy:
     description:
-      - Release only when a selected GPU is busy. The module first judges the selected GPUs from its own look at
-        the holders, as M(gpuops.reclaim.gpu_assert_free) judges them with O(max_used_mib), O(allow) and no wait,
-        and returns that picture in RV(before). When every selected GPU is already free, nothing is signalled or
-        stopped (holders in O(allow) and holders in scope included), and RV(free_at_start) is V(true).
-      - Only NVML's memory figures prove a GPU free. When NVML cannot be used, the release goes on from C(/proc).
-      - With V(false), every holder in scope is released whatever the GPUs' memory.
-      - One task is then both the look before the release and the release itself.
+      - Release only when a selected GPU is busy, judged as M(gpuops.reclaim.gpu_assert_free) judges it; the picture is
+        returned in RV(before).
     type: bool
     default: false
   max_used_mib:
     description:
       - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free; 64 when not set.
-      - Setting it without O(only_if_busy) is an error, since nothing else reads it.
     type: int
   allow:
     description:
-      - With O(only_if_busy), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free). Each
-        item is an executable name (compared with the command name, the executable's basename and the first word
-        of the title) or a PID, and the GPU memory an allowed holder uses is accepted too. Once a GPU is busy,
-        an allowed holder in scope is released with the others.
+      - With O(only_if_busy), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free).
     type: list
     elements: str
     default: []
@@ -253,12 +157,6 @@ options:
   lock_timeout:
     description:
       - Seconds to wait for the host lock C(/run/lock/gpuops-reclaim.lock), as C(apt) and C(dnf) wait for theirs.
-        A real run as root takes it before its first look and keeps it to the end, so that two releases never
-        run at once on one host; a second run waits, then looks at the GPUs afresh (and finds them free).
-      - Past it the task fails before anything is looked at or signalled, naming the PID of the run that holds
-        the lock (RV(lock_holder_pid)).
-      - The lock file must be root's, a regular file, mode 0600; a link, or a file another user made, fails the
-        task naming it. Check mode, and a run as another user, take no lock.
     type: raw
     default: 60.0
 requirements:

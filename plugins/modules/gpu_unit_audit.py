@@ -20,6 +20,7 @@ description:
     (C(VLLM::Worker_TP0)) stay and keep the GPUs. C(SendSIGKILL=no) spares a process that ignores SIGTERM.
     A GPU holder started by the unit but living in another control group is out of reach of any stop.
   - Read-only. Nothing is signalled, stopped or changed.
+  - The full description of every option is in C(docs/modules.md), shipped with the collection.
 author:
   - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
@@ -41,8 +42,8 @@ options:
     default: false
   ignore_missing:
     description:
-      - A unit of O(units) that does not exist, or a glob that matches no unit, fails the task, naming the nearest
-        loaded unit, since an audit of a misspelt name would otherwise report it clean. With V(true) it is a warning.
+      - With V(false), a unit of O(units) that does not exist, or a glob that matches no unit, fails the task,
+        naming the nearest loaded unit; with V(true) it is a warning.
     type: bool
     default: false
 requirements:

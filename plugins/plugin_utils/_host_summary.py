@@ -81,26 +81,37 @@ def short_title(holder):
     return first
 
 
-def _holder_reason(pid, release, kept_pids):
-    """Why a holder the proof found is still there, in a few words."""
+# Why a holder is still on a GPU after the run, one word each (the metrics' label values).
+LEFT_UNKILLABLE = 'unkillable'
+LEFT_SURVIVED = 'survived'
+LEFT_SKIPPED = 'skipped'
+LEFT_PROTECTED = 'protected'
+LEFT_KEPT = 'kept'
+LEFT_CAME_BACK = 'came_back'
+LEFT_NOT_RELEASED = 'not_released'
+LEFT_REASONS = (LEFT_UNKILLABLE, LEFT_SURVIVED, LEFT_SKIPPED, LEFT_PROTECTED, LEFT_KEPT, LEFT_CAME_BACK,
+                LEFT_NOT_RELEASED)
+
+
+def holder_left(pid, release, kept_pids):
+    """Why a holder the proof found is still there: (one of LEFT_REASONS, a few words)."""
     for holder in release.get('survivors') or []:
         if holder.get('pid') == pid:
-            state = holder.get('state')
-            if state == 'disk-sleep':
-                return 'unkillable (state D%s): reset or reboot' % (
+            if holder.get('state') == 'disk-sleep':
+                return LEFT_UNKILLABLE, 'unkillable (state D%s): reset or reboot' % (
                     ', ' + holder['wchan'] if holder.get('wchan') else '')
-            return 'survived %s' % (holder.get('last_signal') or 'the release')
+            return LEFT_SURVIVED, 'survived %s' % (holder.get('last_signal') or 'the release')
     for holder in release.get('skipped_holders') or []:
         if holder.get('pid') == pid:
-            return holder.get('reason') or 'left alone'
+            return LEFT_SKIPPED, holder.get('reason') or 'left alone'
     for holder in release.get('protected') or []:
         if holder.get('pid') == pid:
-            return 'protected'
+            return LEFT_PROTECTED, 'protected'
     if pid in kept_pids:
-        return 'kept running'
+        return LEFT_KEPT, 'kept running'
     if release:
-        return 'came back after the release'
-    return 'not released'
+        return LEFT_CAME_BACK, 'came back after the release'
+    return LEFT_NOT_RELEASED, 'not released'
 
 
 def left_on_gpu(verdict_gpu, holders, release=None, kept_pids=()):
@@ -111,11 +122,23 @@ def left_on_gpu(verdict_gpu, holders, release=None, kept_pids=()):
     lines = []
     for pid in verdict_gpu.get('holder_pids') or []:
         holder = by_pid.get(pid) or {'pid': pid}
-        lines.append('%s (%s): %s' % (short_title(holder), pid, _holder_reason(pid, release or {}, kept_pids)))
+        lines.append('%s (%s): %s' % (short_title(holder), pid, holder_left(pid, release or {}, kept_pids)[1]))
     if not lines:
         lines.append('%s MiB with no holder: reset (gpu_reclaim_allow_reset) or reboot'
                      % verdict_gpu.get('memory_used_mib'))
     return lines
+
+
+def left_reasons_on_gpu(verdict_gpu, release=None, kept_pids=()):
+    """Why each holder stayed on one busy GPU, one of LEFT_REASONS per holder; empty for a free GPU."""
+    if not verdict_gpu or verdict_gpu.get('free', True):
+        return []
+    return [holder_left(pid, release or {}, kept_pids)[0] for pid in verdict_gpu.get('holder_pids') or []]
+
+
+def stuck_on_gpu(verdict_gpu):
+    """A GPU the proof found busy with no holder: a context only a reset or a reboot frees."""
+    return bool(verdict_gpu) and not verdict_gpu.get('free', True) and not verdict_gpu.get('holder_pids')
 
 
 def _holds_memory_on(holder, index):
@@ -132,7 +155,9 @@ def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=(), proof_holders
     ``memory_used_mib_after`` is the proof's reading, or None without a proof;
     ``released`` lists the pids released from that GPU and ``released_names``
     their short titles; ``protected`` the executables of the protected holders
-    on it; ``left`` what stayed on it after the proof, and why.
+    on it; ``left`` what stayed on it after the proof, and why; ``left_reasons``
+    the same as one of LEFT_REASONS per holder; ``stuck`` whether it stayed busy
+    with no holder.
     """
     after = dict((str(gpu['index']), gpu.get('memory_used_mib')) for gpu in proof_gpus or [])
     verdicts = dict((str(gpu['index']), gpu) for gpu in proof_gpus or [])
@@ -154,6 +179,8 @@ def gpu_rows(first_gpus, proof_gpus=(), released=(), protected=(), proof_holders
                                for holder in released or [] if _holds_memory_on(holder, gpu['index'])],
             'protected': names,
             'left': left_on_gpu(verdicts.get(str(gpu['index'])), proof_holders, release, kept_pids),
+            'left_reasons': left_reasons_on_gpu(verdicts.get(str(gpu['index'])), release, kept_pids),
+            'stuck': stuck_on_gpu(verdicts.get(str(gpu['index']))),
         })
     return rows
 

@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary import LEFT_SURVIVED, LEFT_UNKILLABLE
+
 MIB = 1024 * 1024
 # A one-line reason stays readable in a table row.
 WHY_LIMIT = 200
@@ -34,6 +36,16 @@ SOURCE_STOPPED_ACTIONS = ('frozen and killed', 'stopped')
 # The kinds of source, as counted here, from gpu_reclaim's source kinds.
 SOURCE_KINDS = ('systemd_unit', 'container', 'pod', 'parent')
 SOURCE_KIND_NAMES = {'systemd': 'systemd_unit', 'container': 'container', 'pod': 'pod', 'parent': 'parent'}
+
+# Why a run failed, as label values: holders the proof still found (left alone, protected, come back),
+# holders that outlived the release, GPUs busy with no holder, a reset that failed, anything else (a stop,
+# a missing library, no root, no result at all).
+FAILED_HOLDERS_LEFT = 'holders_left'
+FAILED_SURVIVORS = 'survivors'
+FAILED_STUCK_GPUS = 'stuck_gpus'
+FAILED_RESET = 'reset'
+FAILED_OTHER = 'other'
+FAILURE_REASONS = (FAILED_HOLDERS_LEFT, FAILED_SURVIVORS, FAILED_STUCK_GPUS, FAILED_RESET, FAILED_OTHER)
 
 NO_RESULT = ('no result: the role stopped on this host before its first look at the GPUs '
              '(unreachable, or a task failed); see its tasks above')
@@ -101,17 +113,36 @@ def sources_stopped(summary):
     return counts
 
 
+def failure_reasons(summary):
+    """Why the run of ``summary`` failed: the FAILURE_REASONS that apply, in that order (FAILED_OTHER alone when
+    none of the others does). Call it for a failed run only."""
+    summary = summary or {}
+    reasons = set()
+    if summary.get('survivors'):
+        reasons.add(FAILED_SURVIVORS)
+    for row in summary.get('gpus') or []:
+        for reason in row.get('left_reasons') or []:
+            reasons.add(FAILED_SURVIVORS if reason in (LEFT_SURVIVED, LEFT_UNKILLABLE) else FAILED_HOLDERS_LEFT)
+        if row.get('stuck'):
+            reasons.add(FAILED_STUCK_GPUS)
+    if summary.get('reset_errors'):
+        reasons.add(FAILED_RESET)
+    return [reason for reason in FAILURE_REASONS if reason in reasons] or [FAILED_OTHER]
+
+
 def host_outcome(host, summary):
     """The outcome of the role on ``host``, from its summary (empty or None when there is none).
 
     Returns a dict with ``host``, ``state`` (``free``, ``kept``, ``failed`` or ``unproven``), ``why`` (one line, empty
-    unless failed), ``check_mode``, ``gpus``, ``gpus_freed``, ``memory_reclaimed_mib``, ``released``,
-    ``released_by_signal``, ``sources_stopped`` and ``duration_seconds``.
+    unless failed), ``failure_reasons`` (FAILURE_REASONS, empty unless failed), ``check_mode``, ``gpus``,
+    ``gpus_freed``, ``memory_reclaimed_mib``, ``released``, ``released_by_signal``, ``sources_stopped`` and
+    ``duration_seconds``.
     """
     summary = summary or {}
     if not summary.get('host'):
         return {
-            'host': host, 'state': FAILED, 'why': NO_RESULT, 'check_mode': False, 'gpus': 0, 'gpus_freed': 0,
+            'host': host, 'state': FAILED, 'why': NO_RESULT, 'failure_reasons': [FAILED_OTHER], 'check_mode': False,
+            'gpus': 0, 'gpus_freed': 0,
             'memory_reclaimed_mib': 0, 'released': 0, 'released_by_signal': {},
             'sources_stopped': dict((kind, 0) for kind in SOURCE_KINDS), 'duration_seconds': None,
         }
@@ -136,6 +167,7 @@ def host_outcome(host, summary):
         'host': host,
         'state': state,
         'why': why,
+        'failure_reasons': failure_reasons(summary) if state == FAILED else [],
         'check_mode': bool(summary.get('check_mode')),
         'gpus': len(rows),
         'gpus_freed': sum(1 for row in rows if gpu_freed(row, max_used_mib)),

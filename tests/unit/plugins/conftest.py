@@ -16,9 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 
-def gpu(index, before, after):
+def gpu(index, before, after, left_reasons=(), stuck=False):
     return {'index': index, 'uuid': 'GPU-%08d' % index, 'memory_total_mib': 98304,
-            'memory_used_mib_before': before, 'memory_used_mib_after': after, 'released': [], 'protected': []}
+            'memory_used_mib_before': before, 'memory_used_mib_after': after, 'released': [], 'protected': [],
+            'left_reasons': list(left_reasons), 'stuck': stuck}
 
 
 def summary(host, gpus, free, released=(), error=None, check_mode=False, stopped_units=(), stopped_containers=(),
@@ -56,7 +57,7 @@ ORPHANS = summary('orphans', [gpu(0, 88473, 0), gpu(1, 88473, 12)], True,
 # Free from the start: the first look is the proof.
 FREE = summary('free', [gpu(0, 0, 0), gpu(1, 0, 0)], True, total_seconds=0.8)
 # A stuck context on GPU 1 that no release frees.
-STUCK = summary('stuck', [gpu(0, 0, 0), gpu(1, 30720, 30720)], False, stopped_units=['vllm-sim.service'],
+STUCK = summary('stuck', [gpu(0, 0, 0), gpu(1, 30720, 30720, stuck=True)], False, stopped_units=['vllm-sim.service'],
                 error='GPUs of stuck are not free. GPU 1 (GPU-00000001) busy: 30720 MiB used, no holder\n'
                       'Next step: rerun with gpu_reclaim_allow_reset: true.')
 # Check mode: nothing signalled, nothing proven.

@@ -43,7 +43,9 @@ def _fragment():
 
 
 def _defaults_listed(option):
-    lines = [line for line in _fragment()[option]['description'] if line.startswith('Protected by default are')]
+    notes = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['notes']
+    lines = [line for line in notes if line.startswith('Protected by default, as %s (O(%s)), are' % (
+        {'protect': 'executables', 'protect_units': 'systemd units'}[option], option))]
     assert len(lines) == 1
     return re.findall(r'C\(([^)]+)\)', lines[0])
 

@@ -15,8 +15,10 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary impor
     host_summary,
     left_behind,
     left_on_gpu,
+    left_reasons_on_gpu,
     protected_holders,
     short_title,
+    stuck_on_gpu,
 )
 
 CONTAINER = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'
@@ -78,10 +80,10 @@ def test_gpu_rows_attribute_memory_and_protection_per_gpu():
     assert gpu_rows(first, proof, released, protected) == [
         {'index': 0, 'uuid': 'GPU-a', 'memory_total_mib': 81920, 'memory_used_mib_before': 40000,
          'memory_used_mib_after': 0, 'released': [10], 'released_names': ['? (10)'],
-         'protected': ['nvidia-persistenced'], 'left': []},
+         'protected': ['nvidia-persistenced'], 'left': [], 'left_reasons': [], 'stuck': False},
         {'index': 1, 'uuid': 'GPU-b', 'memory_total_mib': 81920, 'memory_used_mib_before': 300,
          'memory_used_mib_after': 300, 'released': [11], 'released_names': ['? (11)'],
-         'protected': ['nvidia-persistenced', 'Xorg'], 'left': []},
+         'protected': ['nvidia-persistenced', 'Xorg'], 'left': [], 'left_reasons': [], 'stuck': False},
     ]
 
 
@@ -119,7 +121,7 @@ def test_host_summary_of_a_busy_host():
         'host': 'gpu07', 'check_mode': False, 'max_used_mib': 64, 'nvml_available': True,
         'gpus': [{'index': 0, 'uuid': 'GPU-a', 'memory_total_mib': 81920, 'memory_used_mib_before': 40000,
                   'memory_used_mib_after': 0, 'released': [10], 'released_names': ['w (10)'],
-                  'protected': ['nvidia-persistenced'], 'left': []}],
+                  'protected': ['nvidia-persistenced'], 'left': [], 'left_reasons': [], 'stuck': False}],
         'protected_names': ['nvidia-persistenced'], 'unit_warnings': [],
         'released': RELEASE['released'], 'protected': [RELEASE['protected'][0]], 'survivors': [], 'supervisors': [],
         'sources': RELEASE['sources'], 'settle_seconds': 2.01, 'filter_warnings': ['no user named bob'],
@@ -187,6 +189,20 @@ def test_left_says_what_stayed_and_why():
     assert left_on_gpu({'free': False, 'memory_used_mib': 900, 'holder_pids': []}, []) == [
         '900 MiB with no holder: reset (gpu_reclaim_allow_reset) or reboot']
     assert left_on_gpu({'free': True}, holders) == []
+    # The same, one word per holder, for the metrics' label values.
+    assert left_reasons_on_gpu(gpu, release, kept_pids=[8]) == [
+        'unkillable', 'skipped', 'protected', 'kept', 'came_back']
+    release['survivors'][0]['state'] = 'stopped'
+    assert left_reasons_on_gpu(gpu, release)[0] == 'survived'
+    assert left_reasons_on_gpu(gpu) == ['not_released'] * 5
+    assert left_reasons_on_gpu({'free': True, 'holder_pids': [5]}, release) == []
+
+
+def test_a_gpu_busy_with_no_holder_is_stuck():
+    assert stuck_on_gpu({'free': False, 'memory_used_mib': 900, 'holder_pids': []})
+    assert not stuck_on_gpu({'free': False, 'memory_used_mib': 900, 'holder_pids': [5]})
+    assert not stuck_on_gpu({'free': True, 'holder_pids': []})
+    assert not stuck_on_gpu(None)
 
 
 def test_a_stop_stage_that_ran_nothing_has_no_seconds():

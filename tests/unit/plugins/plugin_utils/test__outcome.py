@@ -15,6 +15,7 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import (
     KEPT,
     NO_RESULT,
     UNPROVEN,
+    failure_reasons,
     fleet_outcome,
     gpu_freed,
     host_outcome,
@@ -68,7 +69,7 @@ def test_released_by_signal_counts_the_last_signal_and_ignores_plans_and_unsigna
 def test_a_released_host(summaries):
     outcome = host_outcome('gpu07', summaries.ORPHANS)
     assert outcome == {
-        'host': 'gpu07', 'state': FREE, 'why': '', 'check_mode': False, 'gpus': 2, 'gpus_freed': 2,
+        'host': 'gpu07', 'state': FREE, 'why': '', 'failure_reasons': [], 'check_mode': False, 'gpus': 2, 'gpus_freed': 2,
         'memory_reclaimed_mib': 88473 + 88461, 'released': 3, 'released_by_signal': {'SIGTERM': 2, 'SIGKILL': 1},
         'sources_stopped': {'systemd_unit': 2, 'container': 0, 'pod': 0, 'parent': 1}, 'duration_seconds': 4.25,
     }
@@ -153,3 +154,30 @@ def test_without_sources_the_killed_supervisors_count_as_parents(summaries):
     del summary['sources']
     assert host_outcome('orphans', summary)['sources_stopped'] == \
         {'systemd_unit': 1, 'container': 0, 'pod': 0, 'parent': 1}
+
+
+def test_a_failed_host_says_why_in_labels(summaries):
+    assert host_outcome('stuck', summaries.STUCK)['failure_reasons'] == ['stuck_gpus']
+    assert host_outcome('gpu07', summaries.ORPHANS)['failure_reasons'] == []
+    assert host_outcome('gpu09', None)['failure_reasons'] == ['other']
+
+
+@pytest.mark.parametrize('rows, more, expected', [
+    # Holders the proof still found: left alone by the scope, protected, come back after the release.
+    ([(['skipped', 'came_back'], False)], {}, ['holders_left']),
+    # Holders that outlived the ladder, listed by the release and found again by the proof.
+    ([(['survived'], False), (['unkillable'], False)], {'survivors': [{'pid': 5}]}, ['survivors']),
+    # A survivor the proof no longer saw still says the release left one.
+    ([([], False)], {'survivors': [{'pid': 5}]}, ['survivors']),
+    ([(['protected'], False), ([], True)], {'reset_errors': ['persistence mode of GPU 0 was not restored']},
+     ['holders_left', 'stuck_gpus', 'reset']),
+    # A stop that failed, a missing library: nothing the GPUs say.
+    ([([], False)], {'error': 'vllm.service: stop failed'}, ['other']),
+])
+def test_failure_reasons(summaries, rows, more, expected):
+    gpus = [summaries.gpu(index, 1000, 1000, left_reasons=left, stuck=stuck)
+            for index, (left, stuck) in enumerate(rows)]
+    summary = summaries.summary('gpu01', gpus, False, **dict((k, v) for k, v in more.items() if k == 'error'))
+    summary.update((k, v) for k, v in more.items() if k != 'error')
+    assert failure_reasons(summary) == expected
+    assert host_outcome('gpu01', summary)['failure_reasons'] == expected
