@@ -70,8 +70,10 @@ class Snapshot:
     """
 
     def __init__(self, gpus, holders, unreadable_pids, warnings, nvml_available,
-                 driver_version=None, vanished=0, contexts=()):
+                 driver_version=None, vanished=0, contexts=(), foreign_pids=()):
         self.gpus = gpus
+        # PIDs NVML lists that no process here has, nor a dead creator whose keeper is here.
+        self.foreign_pids = sorted(foreign_pids)
         # Contexts whose creator is gone (``_keepers.attribute``), with their keepers.
         self.contexts = list(contexts)
         self.holders = holders
@@ -508,4 +510,4 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     return Snapshot(scoped_gpus, holders, unreadable, warnings,
                     nvml_available=bool(nvml_view is not None and nvml_view.available),
                     driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished,
-                    contexts=contexts)
+                    contexts=contexts, foreign_pids=invisible)
