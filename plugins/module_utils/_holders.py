@@ -461,6 +461,7 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     # Contexts whose creator is gone, and who keeps them. Outside the host's PID namespace an old
     # driver may name PIDs of another namespace: there, a mere NVML client is never taken for a keeper.
     contexts = []
+    foreign = list(invisible)
     if nvml_view is not None and nvml_view.available:
         by_pid = dict((r['pid'], r) for r in records)
         gone = _keepers.gone_creators(nvml_processes, by_pid, set(invisible))
@@ -476,6 +477,9 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
                                       selected=selected)
         warnings.extend(_keepers.warnings_for(contexts))
         invisible = [pid for pid in invisible if not any(pid in c['creator_pids'] for c in contexts)]
+        # A listed PID that no process here has is explained only by a keeper here.
+        kept = set(pid for c in contexts if c.get('keepers') for pid in c['creator_pids'])
+        foreign = [pid for pid in foreign if pid not in kept]
 
     holders = []
     for record in records:
@@ -510,4 +514,4 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     return Snapshot(scoped_gpus, holders, unreadable, warnings,
                     nvml_available=bool(nvml_view is not None and nvml_view.available),
                     driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished,
-                    contexts=contexts, foreign_pids=invisible)
+                    contexts=contexts, foreign_pids=foreign)
