@@ -29,6 +29,7 @@ from ._input import check_lists, convert_seconds
 from ._nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, check_timeout, read_inventory
 from ._protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from ._selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
+from ._sources import system_service
 
 NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
 
@@ -143,8 +144,6 @@ def read_cgroup_text(pid):
 def container_identifier(host):
     """``identify(records)``: each holder's container as its runtime confirms it (``_containers``), each
     runtime asked within ``COMMAND_TIMEOUT``; a runtime not installed here confirms nothing."""
-    from ._sources import system_service
-
     def identify(records):
         wanted = set((record.get('container') or {}).get('runtime') for record in records)
         if not wanted & set(_containers.RUNTIME_CLIS):
