@@ -26,7 +26,6 @@ import os
 import time
 
 from ._discovery import (
-    COMMAND_TIMEOUT,
     Failure,
     check_options,
     command_runner,
