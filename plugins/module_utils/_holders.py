@@ -480,6 +480,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         # A listed PID that no process here has is explained only by a keeper here.
         kept = set(pid for c in contexts if c.get('keepers') for pid in c['creator_pids'])
         foreign = [pid for pid in foreign if pid not in kept]
+    # Only the selected GPUs are judged: a PID listed on another one decides nothing here.
+    foreign = [pid for pid in foreign if selected.intersection(per_pid.get(pid, {}))]
 
     holders = []
     for record in records:

@@ -134,6 +134,8 @@ def test_discover_names_listed_pids_that_no_process_here_has(fake_dev, spawn_hol
     snapshot = _holders.discover(view, dev_dir=fake_dev, shares_namespace=False)
     assert snapshot.foreign_pids == [gone]
     assert snapshot.holders == []
+    # A PID listed on a GPU that is not selected decides nothing.
+    assert _holders.discover(view, dev_dir=fake_dev, shares_namespace=False, gpu_indices=[1]).foreign_pids == []
 
 
 def test_discover_in_the_host_namespace_names_a_dead_creator_without_keeper_too(fake_dev, spawn_holder):
