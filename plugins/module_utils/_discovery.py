@@ -143,14 +143,20 @@ def read_cgroup_text(pid):
 
 def container_identifier(host):
     """``identify(records)``: each holder's container as its runtime confirms it (``_containers``), each
-    runtime asked within ``COMMAND_TIMEOUT``; a runtime not installed here confirms nothing."""
+    runtime asked within ``COMMAND_TIMEOUT`` and about each container once per module run; a runtime not
+    installed here confirms nothing."""
+    inspectors = {}
+
     def identify(records):
         wanted = set((record.get('container') or {}).get('runtime') for record in records)
         if not wanted & set(_containers.RUNTIME_CLIS):
             return
-        runtimes = dict((runtime, cli if runtime in wanted and host.get_bin_path(cli) else None)
-                        for runtime, cli in _containers.RUNTIME_CLIS.items())
-        inspector = _containers.Inspector(command_runner(host), runtimes, live_ancestors)
+        if 'inspector' not in inspectors:
+            # One per module run: each container is asked about once, however often the GPUs are polled.
+            runtimes = dict((runtime, cli if host.get_bin_path(cli) else None)
+                            for runtime, cli in _containers.RUNTIME_CLIS.items())
+            inspectors['inspector'] = _containers.Inspector(command_runner(host), runtimes, live_ancestors)
+        inspector = inspectors['inspector']
 
         def unit_of(pid):
             try:

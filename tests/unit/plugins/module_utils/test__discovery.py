@@ -174,6 +174,12 @@ def test_container_identifier_confirms_through_the_runtime_under_a_deadline(monk
     _discovery.container_identifier(host)(records)
     assert host.calls[0][:4] == ['/usr/bin/timeout', '--kill-after=5', str(_discovery.COMMAND_TIMEOUT), 'podman']
     assert records[0]['container']['confirmed'] and records[0]['container']['name'] == 'vllm'
+    # Polled again (the proof polls): each container is asked about once per module run.
+    identify = _discovery.container_identifier(BinHost([(0, '%s\tvllm\timg\t500\talways\t\n' % ident, '')]))
+    for dummy in range(3):
+        again = [{'pid': 500, 'container': {'runtime': 'podman', 'id': ident}}]
+        identify(again)
+        assert again[0]['container']['confirmed']
     # No container among the holders: no runtime is asked, nothing is looked up.
     quiet = BinHost([])
     _discovery.container_identifier(quiet)([{'pid': 9, 'container': None}])
