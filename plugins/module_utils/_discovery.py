@@ -22,13 +22,20 @@ __metaclass__ = type
 
 from collections import namedtuple
 
+from . import _containers, _visibility
 from ._holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
+from ._proctree import ancestors as live_ancestors
 from ._input import check_lists, convert_seconds
 from ._nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, check_timeout, read_inventory
 from ._protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from ._selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
+from ._sources import system_service
 
 NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
+
+# A systemctl or container runtime call that takes longer than this (a wedged
+# PID 1 or daemon) is cut short; a container stop gets its grace on top.
+COMMAND_TIMEOUT = 30
 
 # List options whose entries are shell-style globs, in every module that has them.
 GLOB_OPTIONS = ('protect', 'protect_units', 'unprotect', 'systemd_units', 'units')
@@ -115,11 +122,66 @@ def select_gpus(view, params, **fields):
         raise Failure(str(exc), nvml_available=view.available, **fields)
 
 
-def find_holders(warn, view, params, indices=None):
-    """``_holders.discover`` with the module's protection options and deadline; ``warn(text)`` gets its warnings."""
+def command_runner(host, extra_seconds=0):
+    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed."""
+    timeout = host.get_bin_path('timeout')
+
+    def run(argv):
+        seconds = COMMAND_TIMEOUT + int(extra_seconds)
+        bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
+        rc, out, err = host.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+        if timeout and rc in (124, 137):
+            return rc, out, '%s did not answer within %d s' % (' '.join(argv), seconds)
+        return rc, out, err
+    return run
+
+
+def read_cgroup_text(pid):
+    with open('/proc/%d/cgroup' % pid) as handle:
+        return handle.read()
+
+
+def container_identifier(host):
+    """``identify(records)``: each holder's container as its runtime confirms it (``_containers``), each
+    runtime asked within ``COMMAND_TIMEOUT`` and about each container once per module run; a runtime not
+    installed here confirms nothing."""
+    inspectors = {}
+
+    def identify(records):
+        wanted = set((record.get('container') or {}).get('runtime') for record in records)
+        if not wanted & set(_containers.RUNTIME_CLIS):
+            return
+        if 'inspector' not in inspectors:
+            # One per module run: each container is asked about once, however often the GPUs are polled.
+            runtimes = dict((runtime, cli if host.get_bin_path(cli) else None)
+                            for runtime, cli in _containers.RUNTIME_CLIS.items())
+            inspectors['inspector'] = _containers.Inspector(command_runner(host), runtimes, live_ancestors)
+        inspector = inspectors['inspector']
+
+        def unit_of(pid):
+            try:
+                return system_service(read_cgroup_text(pid))
+            except (OSError, ValueError):
+                return None
+        _containers.identify(records, inspector, unit_of)
+    return identify
+
+
+def find_holders(warn, view, params, indices=None, identify=None, shares_namespace=None):
+    """``_holders.discover`` with the module's protection options and deadline; ``warn(text)`` gets its warnings.
+
+    ``identify(records)`` (``container_identifier``) confirms the holders' containers. A ``Failure`` when
+    this module cannot see the processes NVML names (``_visibility.namespace_refusal``): nothing is judged
+    or signalled from a PID namespace that is not the host's.
+    """
     snapshot = discover(view, protect=params.get('protect') or (), unprotect=params.get('unprotect') or (),
                         protect_units=params.get('protect_units') or (), gpu_indices=indices,
-                        read_timeout=params['nvml_timeout'])
+                        read_timeout=params['nvml_timeout'], shares_namespace=shares_namespace)
+    refusal = _visibility.namespace_refusal(snapshot.foreign_pids, shares_namespace)
+    if refusal:
+        raise Failure(refusal, foreign_pids=snapshot.foreign_pids)
+    if identify is not None:
+        identify(snapshot.holders)
     for warning in snapshot.warnings:
         warn(warning)
     return snapshot
@@ -143,4 +205,4 @@ def look(host, params, without_nvml, select=True, session=None):
     """``open_view``, ``select_gpus`` (when ``select``) and ``find_holders`` of the selected GPUs."""
     view = open_view(host, params, without_nvml, session=session)
     indices = select_gpus(view, params) if select else None
-    return Look(view, indices, find_holders(host.warn, view, params, indices))
+    return Look(view, indices, find_holders(host.warn, view, params, indices, identify=container_identifier(host)))

@@ -70,8 +70,10 @@ class Snapshot:
     """
 
     def __init__(self, gpus, holders, unreadable_pids, warnings, nvml_available,
-                 driver_version=None, vanished=0, contexts=()):
+                 driver_version=None, vanished=0, contexts=(), foreign_pids=()):
         self.gpus = gpus
+        # PIDs NVML lists that no process here has, nor a dead creator whose keeper is here.
+        self.foreign_pids = sorted(foreign_pids)
         # Contexts whose creator is gone (``_keepers.attribute``), with their keepers.
         self.contexts = list(contexts)
         self.holders = holders
@@ -459,6 +461,7 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     # Contexts whose creator is gone, and who keeps them. Outside the host's PID namespace an old
     # driver may name PIDs of another namespace: there, a mere NVML client is never taken for a keeper.
     contexts = []
+    foreign = list(invisible)
     if nvml_view is not None and nvml_view.available:
         by_pid = dict((r['pid'], r) for r in records)
         gone = _keepers.gone_creators(nvml_processes, by_pid, set(invisible))
@@ -474,6 +477,11 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
                                       selected=selected)
         warnings.extend(_keepers.warnings_for(contexts))
         invisible = [pid for pid in invisible if not any(pid in c['creator_pids'] for c in contexts)]
+        # A listed PID that no process here has is explained only by a keeper here.
+        kept = set(pid for c in contexts if c.get('keepers') for pid in c['creator_pids'])
+        foreign = [pid for pid in foreign if pid not in kept]
+    # Only the selected GPUs are judged: a PID listed on another one decides nothing here.
+    foreign = [pid for pid in foreign if selected.intersection(per_pid.get(pid, {}))]
 
     holders = []
     for record in records:
@@ -508,4 +516,4 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     return Snapshot(scoped_gpus, holders, unreadable, warnings,
                     nvml_available=bool(nvml_view is not None and nvml_view.available),
                     driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished,
-                    contexts=contexts)
+                    contexts=contexts, foreign_pids=foreign)

@@ -439,6 +439,8 @@ _SCOPE_PATTERNS = (
 # Cgroupfs-driver directory layouts.
 _DOCKER_DIR = re.compile(r'(?:^|/)docker/(' + _HEX64 + r')(?:/|$)')
 _LIBPOD_DIR = re.compile(r'(?:^|/)libpod-(' + _HEX64 + r')(?:/|$)')
+# podman run --cgroups=split (Quadlet): the payload under the unit that runs podman.
+_LIBPOD_PAYLOAD_DIR = re.compile(r'(?:^|/)libpod-payload-(' + _HEX64 + r')(?:/|$)')
 # containerd's own namespaces under the cgroupfs driver (k8s.io for CRI pods).
 _CONTAINERD_DIR = re.compile(r'(?:^|/)k8s\.io/(' + _HEX64 + r')(?:/|$)')
 _KUBEPODS_DIR = re.compile(
@@ -520,7 +522,7 @@ def container_from_path(path):
         if match:
             container = {'runtime': 'docker', 'id': match.group(1)}
     if container is None:
-        match = _LIBPOD_DIR.search(path)
+        match = _LIBPOD_DIR.search(path) or _LIBPOD_PAYLOAD_DIR.search(path)
         if match:
             container = {'runtime': 'podman', 'id': match.group(1)}
     if container is None:

@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import os
 
-from ._discovery import Failure, check_options, find_holders, open_view, select_gpus
+from ._discovery import Failure, check_options, container_identifier, find_holders, open_view, select_gpus
 from ._nvml import NvmlSession, read_inventory
 from ._procfs import read_stat
 from ._proof import ProofError, check_left_alone, check_limits, verdict_message, wait_until_free
@@ -65,6 +65,7 @@ def prove(host, params):
                          uid=os.geteuid(), **NOTHING_SEEN)
         indices = select_gpus(view, params, uid=os.geteuid(), **NOTHING_SEEN)
         state = {'view': view, 'warnings': []}
+        identify = container_identifier(host)
 
         def warn(text):
             if text not in state['warnings']:
@@ -78,7 +79,7 @@ def prove(host, params):
                     # NVML went away (or hung) while waiting: nothing more can be proven.
                     state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
             state['view'] = None
-            snapshot = find_holders(warn, current, params, indices)
+            snapshot = find_holders(warn, current, params, indices, identify=identify)
             state['holders'] = snapshot.holders
             # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
             return snapshot.gpus, snapshot.holders, view.available or current.available

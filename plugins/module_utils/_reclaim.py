@@ -25,7 +25,16 @@ __metaclass__ = type
 import os
 import time
 
-from ._discovery import Failure, check_options, find_holders, open_view, select_gpus
+from ._discovery import (
+    Failure,
+    check_options,
+    command_runner,
+    container_identifier,
+    find_holders,
+    open_view,
+    read_cgroup_text,
+    select_gpus,
+)
 from ._controller import ControllerWatch
 from ._escalation import Escalation
 from ._host_lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
@@ -50,9 +59,6 @@ from ._sources import (
 from ._units import parse_list_units
 from ._unmatched import containers_here, filter_warnings, list_unit_files_command, list_units_command
 
-# A systemctl or container runtime call that takes longer than this (a wedged
-# PID 1 or daemon) is cut short; a container stop gets its grace on top.
-COMMAND_TIMEOUT = 30
 SYSTEMCTL_TIMEOUT = 30
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
@@ -80,25 +86,6 @@ def known_units(host, patterns):
             return None
         names.extend(parse_list_units(out))
     return names
-
-
-def command_runner(host, extra_seconds=0):
-    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed."""
-    timeout = host.get_bin_path('timeout')
-
-    def run(argv):
-        seconds = COMMAND_TIMEOUT + int(extra_seconds)
-        bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
-        rc, out, err = host.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
-        if timeout and rc in (124, 137):
-            return rc, out, '%s did not answer within %d s' % (' '.join(argv), seconds)
-        return rc, out, err
-    return run
-
-
-def read_cgroup_text(pid):
-    with open('/proc/%d/cgroup' % pid) as handle:
-        return handle.read()
 
 
 def check_input(params):
@@ -180,7 +167,7 @@ def _release(host, params, diff, started, ladder, poll_interval, controller):
             host.warn(warning)
 
         own = self_and_ancestors()
-        snapshot = find_holders(host.warn, view, params)
+        snapshot = find_holders(host.warn, view, params, identify=container_identifier(host))
         before = judge_at_start(snapshot, indices, params, view.available) if params['only_if_busy'] else None
         # Free only as NVML tells it: without memory figures nothing is proven free.
         free_at_start = bool(before and before['free'] and view.available)

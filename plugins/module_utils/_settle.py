@@ -58,6 +58,9 @@ def next_step(record, parent_title=None):
     container = record.get('container') or {}
     if container.get('pod_uid'):
         return 'drain the node (kubectl drain): kubelet restarts pod %s' % container['pod_uid']
+    if container.get('systemd_unit'):
+        # A Quadlet-style unit runs the container, and its Restart= would start it again after a plain stop.
+        return 'stop its unit (systemctl stop %s), which runs the container, then run again' % container['systemd_unit']
     if container:
         return ('stop the container (%s stop %s) or add it to gpu_reclaim_scope_containers, then run again'
                 % ({'containerd': 'nerdctl'}.get(container.get('runtime'), container.get('runtime')),

@@ -51,6 +51,7 @@ __metaclass__ = type
 import fnmatch
 import os
 
+from ._containers import RUNTIME_CLIS, Inspector
 from ._proctree import ancestors as live_ancestors
 from ._units import parse_show
 
@@ -73,8 +74,6 @@ UNIT_PROPERTIES = ('Id', 'LoadState', 'ActiveState', 'SubState', 'Restart', 'Mai
 # A unit in one of these states can still start (or keeps) a holder.
 LIVE_STATES = ('active', 'activating', 'reloading')
 
-# The command line tool of each runtime that keeps a restart policy.
-RUNTIME_CLIS = {'docker': 'docker', 'podman': 'podman', 'containerd': 'nerdctl'}
 NO_RESTART = ('', 'no', 'none')
 
 PODS_LOG_DIR = '/var/log/pods'
@@ -169,74 +168,26 @@ def judge_unit(unit, properties, holder_pids, scope_units):
 
 # -- containers ----------------------------------------------------------------
 
-def inspect_command(cli, container_id):
-    # ``container inspect``: an image, volume or network of that name is no container.
-    return [cli, 'container', 'inspect', '--format', '{{.State.Pid}} {{.HostConfig.RestartPolicy.Name}}',
-            container_id]
-
-
-def top_command(cli, container_id):
-    """The runtime's own list of the container's processes, as host PIDs (a header line first)."""
-    if cli == 'podman':
-        return [cli, 'container', 'top', container_id, 'hpid']
-    return [cli, 'container', 'top', container_id, '-o', 'pid']
-
-
-def parse_inspect(out):
-    """``(main_pid, policy)`` from ``inspect_command``'s output; main_pid is None when it is no number."""
-    words = (out or '').split()
-    main_pid = _int(words[0]) if words else None
-    return main_pid, ' '.join(words[1:])
-
-
-def parse_top(out):
-    """The PIDs of ``top_command``'s output (the header and anything else that is no number skipped)."""
-    return set(pid for pid in (_int(line.strip()) for line in (out or '').splitlines()) if pid)
-
-
 def confirm_container(cli, container, pids, run, ancestors):
     """``(policy, None)`` when the runtime confirms that every holder in ``pids`` is one of its
-    container's processes, else ``(None, why)``.
-
-    The container must exist for the runtime (``container inspect``), run, and
-    each holder be its main process, a descendant of it (``ancestors(pid)``),
-    or in the runtime's own list of its processes (``container top``), which
-    is asked only when the process tree does not tell (``docker exec``).
-    """
-    container_id = container.get('id') or ''
-    rc, out, err = run(inspect_command(cli, container_id))
-    if rc != 0:
-        return None, '%s knows no container %s (%s)' % (cli, container_id[:12], err.strip() or 'rc %d' % rc)
-    main_pid, policy = parse_inspect(out)
-    if not main_pid:
-        return None, '%s container %s is not running (its main process is %s)' % (
-            cli, container_id[:12], (out or '').split()[0] if (out or '').split() else 'not named')
-    outside = []
-    for pid in pids:
-        if pid != main_pid and main_pid not in _safe_ancestors(ancestors, pid):
-            outside.append(pid)
-    if outside:
-        rc, out, err = run(top_command(cli, container_id))
-        if rc != 0:
-            return None, 'pid %s: %s cannot list the processes of container %s (%s)' % (
-                ', '.join(str(pid) for pid in outside), cli, container_id[:12], err.strip() or 'rc %d' % rc)
-        listed = parse_top(out)
-        outside = [pid for pid in outside if pid not in listed]
-    if outside:
-        return None, ('pid %s: not a process of %s container %s (its main process is %d), whatever its cgroup '
-                      'says' % (', '.join(str(pid) for pid in outside), cli, container_id[:12], main_pid))
-    return policy, None
-
-
-def _safe_ancestors(ancestors, pid):
-    try:
-        return ancestors(pid)
-    except (OSError, ValueError):
-        return []
+    container's processes, else ``(None, why)`` (``_containers.Inspector``)."""
+    runtime = container.get('runtime') or cli
+    found = Inspector(run, {runtime: cli}, ancestors).confirm(dict(container, runtime=runtime), pids)
+    if not found['confirmed']:
+        return None, found['reason']
+    return found['restart_policy'], None
 
 
 def stop_container_command(cli, container_id, seconds):
     return [cli, 'stop', '--time', str(int(max(0, round(seconds)))), container_id]
+
+
+def no_restart_command(cli, container_id):
+    """docker (and nerdctl) restart an ``always`` container when the daemon restarts, even after a
+    manual stop: its policy is cleared first. podman ignores the policy after ``podman stop``."""
+    if cli == 'podman':
+        return None
+    return [cli, 'update', '--restart=no', container_id]
 
 
 def judge_container(container, policy, holder_pids, scope_containers, matches):
@@ -348,6 +299,33 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
             continue
         if unit and unit not in own_units:
             units.setdefault(unit, []).append(record['pid'])
+    inspector = Inspector(run, runtimes, ancestors)
+    confirmed = []
+    for (runtime, container_id), (container, pids) in sorted(containers.items(), key=lambda item: item[0]):
+        if container_id in own_containers:
+            continue
+        if not runtimes.get(runtime):
+            plan.warnings.append('%s container %s: %s is not installed, so its restart policy is unknown'
+                                 % (runtime, (container_id or '')[:12], RUNTIME_CLIS[runtime]))
+            continue
+        try:
+            cgroup_units = set(system_service(read_cgroup(pid)) for pid in pids)
+        except (OSError, ValueError):
+            cgroup_units = set()
+        found = inspector.confirm(container, pids, cgroup_unit=cgroup_units.pop() if len(cgroup_units) == 1
+                                  else None)
+        if not found['confirmed']:
+            why = found['reason']
+            plan.entries.append(entry(KIND_CONTAINER, container=found, holder_pids=pids, action=UNCONFIRMED,
+                                      reason=why + ': not stopped, and nothing else asked of the runtime'))
+            plan.warnings.append('%s container %s is not a source of pid %s: %s' % (
+                runtime, (container_id or '')[:12], ', '.join(str(pid) for pid in sorted(pids)), why))
+            continue
+        if found['systemd_unit'] and found['systemd_unit'] not in own_units:
+            # A Quadlet-style unit runs the container, and its Restart= is in charge: stopped through systemd.
+            units.setdefault(found['systemd_unit'], []).extend(pids)
+            continue
+        confirmed.append((found, pids))
     if units:
         rc, out, err = run(show_units_command(units))
         if rc != 0:
@@ -360,24 +338,10 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
                     found = judge_unit(unit, properties, units[unit], list(scope_units))
                     if found:
                         plan.entries.append(found)
-    for (runtime, container_id), (container, pids) in sorted(containers.items(), key=lambda item: item[0]):
-        if container_id in own_containers:
-            continue
-        cli = runtimes.get(runtime)
-        if not cli:
-            plan.warnings.append('%s container %s: %s is not installed, so its restart policy is unknown'
-                                 % (runtime, (container_id or '')[:12], RUNTIME_CLIS[runtime]))
-            continue
-        policy, why = confirm_container(cli, container, pids, run, ancestors)
-        if why:
-            plan.entries.append(entry(KIND_CONTAINER, container=container, holder_pids=pids, action=UNCONFIRMED,
-                                      reason=why + ': not stopped, and nothing else asked of the runtime'))
-            plan.warnings.append('%s container %s is not a source of pid %s: %s' % (
-                runtime, (container_id or '')[:12], ', '.join(str(pid) for pid in sorted(pids)), why))
-            continue
-        found = judge_container(container, policy, pids, list(scope_containers), container_matches)
-        if found:
-            plan.entries.append(found)
+    for found, pids in confirmed:
+        judged = judge_container(found, found['restart_policy'], pids, list(scope_containers), container_matches)
+        if judged:
+            plan.entries.append(judged)
     return plan
 
 
@@ -388,7 +352,12 @@ def stop_sources(plan, run, stop_seconds=10.0):
             argv = stop_unit_command(item['unit'])
         else:
             container = item['container']
-            argv = stop_container_command(RUNTIME_CLIS[container['runtime']], container['id'], stop_seconds)
+            cli = RUNTIME_CLIS[container['runtime']]
+            no_restart = no_restart_command(cli, container['id'])
+            if no_restart:
+                # A failure here still leaves the stop to do; the stop's own result is what counts.
+                run(no_restart)
+            argv = stop_container_command(cli, container['id'], stop_seconds)
         rc, dummy, err = run(argv)
         item['action'] = 'stopped' if rc == 0 else 'stop failed: %s' % (err.strip() or 'rc %d' % rc)
 

@@ -23,6 +23,12 @@ here only if
 Otherwise it is reported with ``NOT_VISIBLE`` and never signalled, and the
 proof counts it against the GPU.
 
+A module that runs in a container without the host's PID namespace sees
+neither the holders nor their sources. The fact that shows it: this process
+is not in the initial PID namespace, and NVML lists PIDs that no process here
+has (and that no keeper here explains: ``_keepers``). Then nothing is judged
+or signalled (``namespace_refusal``).
+
 This file imports nothing from Ansible.
 """
 
@@ -56,3 +62,18 @@ def holds_device_node(device_paths, dev_dir=DEV_DIR):
 def visible(listed_by_nvml, device_paths, shares_namespace, dev_dir=DEV_DIR):
     """Whether a process is a GPU holder here, by the rule above."""
     return not listed_by_nvml or shares_namespace or holds_device_node(device_paths, dev_dir)
+
+
+def namespace_refusal(foreign_pids, shares_namespace=None):
+    """The refusal text when NVML names processes this module cannot see from its PID namespace, or None.
+
+    ``shares_namespace`` None: whether this process is in the initial PID namespace.
+    """
+    if shares_namespace is None:
+        shares_namespace = in_initial_pid_namespace()
+    if shares_namespace or not foreign_pids:
+        return None
+    return ('NVML lists PID %s, which this PID namespace does not have: the module runs in a container '
+            'without the host\'s PID namespace, where it can neither see who holds the GPUs nor signal them. '
+            'Nothing was signalled or stopped. Run it in the host\'s PID namespace (on the host itself, or in a '
+            'container started with --pid=host).' % ', '.join(str(pid) for pid in sorted(foreign_pids)))

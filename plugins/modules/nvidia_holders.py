@@ -252,13 +252,19 @@ holders:
       type: str
       sample: system
     container:
-      description: The container the process runs in, from its cgroup, or V(null). Never one under a user manager
-        or a user slice, where any user names scopes as they like; C(gpu_reclaim) also has the runtime confirm it
-        before it stops anything. C(runtime) is one of
-        V(docker), V(containerd), V(cri-o), V(podman), V(kubepods); C(id) is the container id (or the pod
-        UID when only the pod is known); C(pod_uid) is present for Kubernetes pods.
+      description:
+        - The container the process runs in, or V(null). Its cgroup names a candidate (never one under a user
+          manager or a user slice, where any user names scopes as they like); C(runtime) is one of V(docker),
+          V(containerd), V(cri-o), V(podman), V(kubepods), C(id) the container id (or the pod UID when only the pod
+          is known), C(pod_uid) present for Kubernetes pods.
+        - For docker, podman and containerd (nerdctl), the runtime is asked, within a deadline, whether it runs
+          that container and counts the process among its processes. C(confirmed) says whether it does; only then
+          are C(name), C(image) and C(restart_policy) set, and C(systemd_unit) when the container's
+          C(PODMAN_SYSTEMD_UNIT) label names the unit whose cgroup holds the process (a Quadlet unit). Otherwise
+          C(reason) says why not.
       type: dict
-      sample: {"runtime": "containerd", "id": "3f5e...", "pod_uid": "1b2c3d4e-5f6a-7b8c-9d0e-1f2a3b4c5d6e"}
+      sample: {"runtime": "podman", "id": "35f2...", "name": "vllm", "image": "localhost/vllm:latest",
+               "restart_policy": "always", "systemd_unit": null, "confirmed": true, "reason": null}
     protected:
       description: Whether the process must never be signalled.
       type: bool

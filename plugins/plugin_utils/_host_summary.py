@@ -40,6 +40,26 @@ def left_behind(release, stopped_units=(), stopped_containers=()):
     return left
 
 
+CONTAINER_KEYS = ('runtime', 'id', 'name', 'image', 'confirmed', 'restart_policy', 'systemd_unit', 'reason')
+
+
+def containers_seen(first_holders=(), release=None):
+    """Each container that a holder or a source named, once, as its runtime confirmed it (or why not)."""
+    release = release or {}
+    found = {}
+    records = list(first_holders or []) + list(release.get('released') or []) + list(release.get('survivors') or [])
+    records += list(release.get('sources') or [])
+    for record in records:
+        container = record.get('container') or {}
+        if not container.get('id') or container.get('pod_uid'):
+            continue
+        key = (container.get('runtime'), container.get('id'))
+        entry = found.setdefault(key, dict((name, container.get(name)) for name in CONTAINER_KEYS))
+        if container.get('confirmed') and not entry.get('confirmed'):
+            entry.update((name, container.get(name)) for name in CONTAINER_KEYS)
+    return [found[key] for key in sorted(found, key=lambda item: (item[0] or '', item[1] or ''))]
+
+
 def protected_holders(release, first_holders=()):
     """Holders left alone because they are protected, the modules' own processes aside.
 
@@ -264,6 +284,8 @@ def host_summary(run):
         'survivors': release.get('survivors', []),
         'supervisors': release.get('supervisors', []),
         'sources': release.get('sources', []),
+        # Every container a holder ran in: id, name, image and runtime as the runtime confirmed them.
+        'containers': containers_seen(first.get('holders') or [], release),
         'settle_seconds': proof.get('settle_seconds_observed'),
         # Scope filters that name nothing on the host (a typo releases nothing and says so here).
         'filter_warnings': release.get('filter_warnings', []),

@@ -63,6 +63,11 @@ DISTRIBUTIONS = {
                  "extra_packages": "packages-debian13.txt"},
 }
 DEFAULT_DISTRIBUTION = "debian12"
+# A host that runs containers itself (up --containers): its images add podman
+# from Debian (image/packages-containers.txt) and it starts with the privileges
+# nested podman needs (container_host_options()).
+CONTAINERS_SUFFIX = "-containers"
+CONTAINERS_PACKAGES = "packages-containers.txt"
 # Set by select_distribution() before any subcommand runs.
 DISTRIBUTION = DEFAULT_DISTRIBUTION
 BASE_REPO = DISTRIBUTIONS[DEFAULT_DISTRIBUTION]["base"]
@@ -81,13 +86,18 @@ DEFAULT_GPUS = 8
 DEFAULT_GPU_MIB = 98304
 
 
-def select_distribution(name):
-    global DISTRIBUTION, BASE_REPO, HOST_REPO, SUITE  # pylint: disable=global-statement
+CONTAINERS = False
+
+
+def select_distribution(name, containers=False):
+    global DISTRIBUTION, BASE_REPO, HOST_REPO, SUITE, CONTAINERS  # pylint: disable=global-statement
     if name not in DISTRIBUTIONS:
         die("unknown distribution %r; known: %s" % (name, ", ".join(sorted(DISTRIBUTIONS))))
     DISTRIBUTION = name
-    BASE_REPO = DISTRIBUTIONS[name]["base"]
-    HOST_REPO = DISTRIBUTIONS[name]["host"]
+    CONTAINERS = bool(containers)
+    suffix = CONTAINERS_SUFFIX if CONTAINERS else ""
+    BASE_REPO = DISTRIBUTIONS[name]["base"] + suffix
+    HOST_REPO = DISTRIBUTIONS[name]["host"] + suffix
     SUITE = DISTRIBUTIONS[name]["suite"]
 
 
@@ -306,6 +316,8 @@ def read_packages():
     names = ["packages.txt"]
     if DISTRIBUTIONS[DISTRIBUTION]["extra_packages"]:
         names.append(DISTRIBUTIONS[DISTRIBUTION]["extra_packages"])
+    if CONTAINERS:
+        names.append(CONTAINERS_PACKAGES)
     packages = []
     for name in names:
         with open(os.path.join(HERE, "image", name)) as handle:
@@ -517,6 +529,22 @@ def fuse_device():
     return ["--device", "/dev/fuse"] if os.path.exists("/dev/fuse") else []
 
 
+def container_host_options():
+    """What a host that runs podman itself needs beyond an ordinary host's options.
+
+    Nested podman mounts (its storage, /proc and /sys of each container), sets
+    up cgroups for its containers and namespaces for their processes, so the
+    host runs privileged, keeps CAP_SYS_ADMIN past gpusim-init for systemd's
+    services (a Quadlet-style unit runs podman under systemd), and keeps its
+    container storage on a volume of its own: overlay cannot use an overlay
+    upper directory, which the host's root is.
+    """
+    if not CONTAINERS:
+        return []
+    return ["--privileged", "--env", "GPUSIM_KEEP_SYS_ADMIN=1",
+            "--volume", "/var/lib/containers"]
+
+
 def cmd_up(args):
     write_podman_conf()
     started = time.time()
@@ -535,6 +563,7 @@ def cmd_up(args):
                 and ours.get(LABEL + ".key") == key_digest
                 and ours.get(LABEL + ".gpus") == str(args.gpus)
                 and ours.get(LABEL + ".gpu-mib") == str(args.gpu_mib)
+                and ours.get(LABEL + ".containers", "no") == ("yes" if CONTAINERS else "no")
                 and existing.get("ImageName") == tag)
         if same and not args.recreate:
             wait_running(name, 30)
@@ -546,6 +575,7 @@ def cmd_up(args):
            "--label", "%s.gpus=%d" % (LABEL, args.gpus),
            "--label", "%s.gpu-mib=%d" % (LABEL, args.gpu_mib),
            "--label", "%s.distribution=%s" % (LABEL, DISTRIBUTION),
+           "--label", "%s.containers=%s" % (LABEL, "yes" if CONTAINERS else "no"),
            "--label", "%s.key=%s" % (LABEL, key_digest),
            "--env", "GPUSIM_GPUS=%d" % args.gpus,
            "--env", "GPUSIM_GPU_MIB=%d" % args.gpu_mib,
@@ -558,6 +588,7 @@ def cmd_up(args):
            "--cap-add", "SYS_ADMIN",
            "--stop-signal", "SIGRTMIN+3",
            *fuse_device(),
+           *container_host_options(),
            tag, "/usr/local/sbin/gpusim-init")
     state = wait_running(name, 60)
     log("%s up (%s, %d GPUs of %d MiB) in %.1f s" % (
@@ -674,9 +705,13 @@ def main(argv=None):
         subparser.add_argument(
             "--distribution", choices=sorted(DISTRIBUTIONS),
             default=os.environ.get("GPUSIM_DISTRIBUTION") or DEFAULT_DISTRIBUTION)
+        subparser.add_argument(
+            "--containers", action="store_true",
+            help="a host that runs podman itself (image/packages-containers.txt, privileged)")
     args = parser.parse_args(argv)
     select_distribution(getattr(args, "distribution", None)
-                        or os.environ.get("GPUSIM_DISTRIBUTION") or DEFAULT_DISTRIBUTION)
+                        or os.environ.get("GPUSIM_DISTRIBUTION") or DEFAULT_DISTRIBUTION,
+                        containers=getattr(args, "containers", False))
     if getattr(args, "gpus", 1) < 1 or getattr(args, "gpus", 1) > 64:
         parser.error("--gpus must be between 1 and 64")
     args.func(args)

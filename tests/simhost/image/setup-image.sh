@@ -30,3 +30,12 @@ systemctl disable ssh.service 2>/dev/null || true
 systemctl mask ssh.service ssh.socket 2>/dev/null || true
 python3 -m compileall -q /usr/lib/python3/dist-packages/pynvml.py
 echo "gpusim" > /etc/gpusim-image
+# The root of the containers a host runs (gpusim-container): mount points and
+# links only; /usr and /etc come from the host, read-only.
+mkdir -p /srv/gpusim-rootfs
+for dir in usr etc proc sys dev run tmp var/tmp root; do
+    mkdir -p "/srv/gpusim-rootfs/$dir"
+done
+for link in bin sbin lib lib64; do
+    ln -s "usr/$link" "/srv/gpusim-rootfs/$link"
+done

@@ -28,6 +28,17 @@
  *   nvml = ok | hang | no-driver, hang_at = init | query, hang_seconds,
  *   pid_offset (added to every PID reported: an old driver reporting host
  *   PIDs to a caller in a container, whose own PIDs are other numbers).
+ *
+ * In a container (the NVIDIA container toolkit's way: /dev/nvidiaN keep their
+ * host names, this library and /run/gpusim/claims are passed in):
+ *   - the devices are the /dev/nvidiaN nodes present, counted from 0 in the
+ *     order of their minor numbers; a device's minor number stays N;
+ *   - a claim written in another PID namespace says so ("pidns INODE"); its
+ *     PID is translated into the caller's namespace through /proc
+ *     (NSpid of a process in that namespace), as the driver does. A PID the
+ *     caller cannot see (a claim of the host's namespace, read in a
+ *     container) is reported as its creator's namespace numbers it, as old
+ *     drivers report host PIDs to a caller in a container.
  */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h>
@@ -184,6 +195,20 @@ static void hang(const sim_conf_t *conf)
     }
 }
 
+/* The minor numbers of the /dev/nvidiaN nodes present, in order: NVML's indexes. */
+static unsigned int present_minors(const sim_conf_t *conf, unsigned int *minors)
+{
+    unsigned int g, n = 0;
+    struct stat st;
+    for (g = 0; g < conf->gpus && g < MAX_GPUS; g++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/dev/nvidia%u", g);
+        if (stat(path, &st) == 0)
+            minors[n++] = g;
+    }
+    return n;
+}
+
 /* Common entry of every device query. */
 static nvmlReturn_t enter(sim_conf_t *conf, nvmlDevice_t device)
 {
@@ -245,6 +270,7 @@ typedef struct {
 typedef struct {
     char release[16]; /* normal, stuck, slow */
     double slow_seconds;
+    unsigned long long pidns; /* the creator's PID namespace (inode), 0: not said */
     int nlines;
     claim_line_t lines[MAX_GPUS];
 } claim_t;
@@ -263,7 +289,9 @@ static int read_claim(const char *path, claim_t *claim)
         double seconds = 0;
         int gpu;
         unsigned long long mib, context = 0;
-        if (sscanf(line, "release %31s %lf", word, &seconds) >= 1) {
+        if (sscanf(line, "pidns %llu", &claim->pidns) == 1) {
+            continue;
+        } else if (sscanf(line, "release %31s %lf", word, &seconds) >= 1) {
             snprintf(claim->release, sizeof(claim->release), "%s", word);
             claim->slow_seconds = seconds;
         } else if (sscanf(line, "%d %llu %31s %llu", &gpu, &mib, kind, &context) >= 2 &&
@@ -420,6 +448,61 @@ static int context_alive(const contexts_t *live, unsigned int gpu, unsigned long
 
 static contexts_t live_buffer;
 
+static unsigned long long pidns_of(const char *pid)
+{
+    char path[300];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%s/ns/pid", pid);
+    return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+/* The innermost PID (last of NSpid) of /proc/PID/status, 0 when unreadable. */
+static unsigned int innermost_pid(const char *pid)
+{
+    char path[300], line[256];
+    unsigned int found = 0;
+    FILE *f;
+    snprintf(path, sizeof(path), "/proc/%s/status", pid);
+    f = fopen(path, "re");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, "NSpid:", 6)) {
+            char *tok, *save = NULL;
+            for (tok = strtok_r(line + 6, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+                found = (unsigned int)strtoul(tok, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * The PID, in the caller's namespace, of the process that is PID `pid` in
+ * namespace `pidns` (0 when the caller cannot see it), as the driver's
+ * os_find_ns_pid does.
+ */
+static unsigned int translate_pid(unsigned long long pidns, unsigned int pid)
+{
+    DIR *proc;
+    struct dirent *ent;
+    unsigned int found = 0;
+
+    proc = opendir("/proc");
+    while (proc && (ent = readdir(proc))) {
+        if (!isdigit((unsigned char)ent->d_name[0]))
+            continue;
+        if (pidns_of(ent->d_name) == pidns && innermost_pid(ent->d_name) == pid) {
+            found = (unsigned int)strtoul(ent->d_name, NULL, 10);
+            break;
+        }
+    }
+    if (proc)
+        closedir(proc);
+    return found;
+}
+
 static void scan(const sim_conf_t *conf, sim_view_t *view)
 {
     DIR *claims;
@@ -449,6 +532,9 @@ static void scan(const sim_conf_t *conf, sim_view_t *view)
         snprintf(path, sizeof(path), CLAIMS_DIR "/%s", ent->d_name);
         if (read_claim(path, &claim) < 0)
             continue;
+        /* Not found: an old driver's answer, the PID as its creator's namespace numbers it. */
+        if (claim.pidns && claim.pidns != pidns_of("self") && translate_pid(claim.pidns, pid))
+            pid = translate_pid(claim.pidns, pid);
         /* The creator is listed while anyone keeps its context, even after its death. */
         for (i = 0; i < (unsigned int)claim.nlines; i++) {
             unsigned int g = (unsigned int)claim.lines[i].gpu;
@@ -456,12 +542,13 @@ static void scan(const sim_conf_t *conf, sim_view_t *view)
                 continue;
             any_live = 1;
             view->used_bytes[g] += claim.lines[i].mib * MIB;
-            add_proc(view, (unsigned int)((long)pid + conf->pid_offset), g, claim.lines[i].type,
-                     claim.lines[i].mib * MIB);
+            if (pid)
+                add_proc(view, (unsigned int)((long)pid + conf->pid_offset), g, claim.lines[i].type,
+                         claim.lines[i].mib * MIB);
         }
         if (any_live)
             continue;
-        creator_alive = read_stat(pid, &state, &now_start) == 0 && now_start == start &&
+        creator_alive = pid && read_stat(pid, &state, &now_start) == 0 && now_start == start &&
                         state != 'X';
         if (creator_alive && state != 'Z')
             continue; /* alive, but its contexts are closed: nothing used */
@@ -713,9 +800,10 @@ nvmlReturn_t DECLDIR nvmlDeviceGetCount_v2(unsigned int *deviceCount)
     nvmlReturn_t ret = enter(&conf, NULL);
     if (ret != NVML_SUCCESS)
         return ret;
+    unsigned int minors[MAX_GPUS];
     if (!deviceCount)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *deviceCount = conf.gpus;
+    *deviceCount = present_minors(&conf, minors);
     return NVML_SUCCESS;
 }
 
@@ -730,9 +818,10 @@ nvmlReturn_t DECLDIR nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevic
     nvmlReturn_t ret = enter(&conf, NULL);
     if (ret != NVML_SUCCESS)
         return ret;
-    if (!device || index >= conf.gpus)
+    unsigned int minors[MAX_GPUS];
+    if (!device || index >= present_minors(&conf, minors))
         return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &devices[index];
+    *device = &devices[minors[index]];
     return NVML_SUCCESS;
 }
 
@@ -792,10 +881,17 @@ nvmlReturn_t DECLDIR nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index
     nvmlReturn_t ret = enter(&conf, device);
     if (ret != NVML_SUCCESS)
         return ret;
+    unsigned int minors[MAX_GPUS], n, i;
     if (!index)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *index = device->index;
-    return NVML_SUCCESS;
+    n = present_minors(&conf, minors);
+    for (i = 0; i < n; i++) {
+        if (minors[i] == device->index) {
+            *index = i;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
 }
 
 nvmlReturn_t DECLDIR nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)

@@ -127,6 +127,65 @@ def test_find_holders_passes_the_warnings_on(two_gpus):
     assert len(warnings) == 1 and warnings[0].startswith('unprotect names no default protected executable or unit: nosuch')
 
 
+class Snapshot:
+    def __init__(self, foreign_pids, holders=()):
+        self.foreign_pids = list(foreign_pids)
+        self.holders = list(holders)
+        self.warnings = []
+
+
+@pytest.mark.parametrize('foreign, shares, refused', [([386], False, True), ([386], True, False), ([], False, False)])
+def test_find_holders_refuses_outside_the_host_pid_namespace_before_identifying(monkeypatch, foreign, shares, refused):
+    monkeypatch.setattr(_discovery, 'discover', lambda *args, **kwargs: Snapshot(foreign))
+    asked = []
+    if refused:
+        with pytest.raises(Failure) as caught:
+            _discovery.find_holders(lambda text: None, None, params(), identify=asked.append, shares_namespace=shares)
+        assert 'Run it in the host' in str(caught.value)
+        assert caught.value.fields == {'foreign_pids': [386]}
+        assert asked == []
+    else:
+        _discovery.find_holders(lambda text: None, None, params(), identify=asked.append, shares_namespace=shares)
+        assert asked == [[]]
+
+
+class BinHost(Host):
+    """A host with run_command and get_bin_path: the runtime's answers come from a table."""
+
+    def __init__(self, answers, bins=('podman', 'timeout')):
+        Host.__init__(self)
+        self.answers = answers
+        self.bins = bins
+        self.calls = []
+
+    def get_bin_path(self, name):
+        return '/usr/bin/' + name if name in self.bins else None
+
+    def run_command(self, argv, environ_update=None):
+        self.calls.append(list(argv))
+        return self.answers.pop(0)
+
+
+def test_container_identifier_confirms_through_the_runtime_under_a_deadline(monkeypatch):
+    ident = 'cd' * 32
+    monkeypatch.setattr(_discovery, 'read_cgroup_text', lambda pid: '0::/machine.slice/libpod-%s.scope\n' % ident)
+    host = BinHost([(0, '%s\tvllm\tlocalhost/vllm:latest\t500\talways\t<no value>\n' % ident, '')])
+    records = [{'pid': 500, 'container': {'runtime': 'podman', 'id': ident}}, {'pid': 9, 'container': None}]
+    _discovery.container_identifier(host)(records)
+    assert host.calls[0][:4] == ['/usr/bin/timeout', '--kill-after=5', str(_discovery.COMMAND_TIMEOUT), 'podman']
+    assert records[0]['container']['confirmed'] and records[0]['container']['name'] == 'vllm'
+    # Polled again (the proof polls): each container is asked about once per module run.
+    identify = _discovery.container_identifier(BinHost([(0, '%s\tvllm\timg\t500\talways\t\n' % ident, '')]))
+    for dummy in range(3):
+        again = [{'pid': 500, 'container': {'runtime': 'podman', 'id': ident}}]
+        identify(again)
+        assert again[0]['container']['confirmed']
+    # No container among the holders: no runtime is asked, nothing is looked up.
+    quiet = BinHost([])
+    _discovery.container_identifier(quiet)([{'pid': 9, 'container': None}])
+    assert quiet.calls == []
+
+
 class Ended(Exception):
     pass
 

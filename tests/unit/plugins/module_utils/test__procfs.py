@@ -252,6 +252,8 @@ CGROUP_CASES = [
      'session-4.scope', None, None),
     ('0::/user.slice/user-1000.slice/cri-containerd-%s.scope\n' % ID, 'cri-containerd-%s.scope' % ID, None, None),
     ('0::/machine.slice/libpod-conmon-%s.scope\n' % ID, 'libpod-conmon-%s.scope' % ID, 'podman', None),
+    # podman run --cgroups=split (a Quadlet unit): the payload under the unit that runs podman
+    ('1:name=systemd:/system.slice/serve.service/libpod-payload-%s\n' % ID, 'serve.service', 'podman', None),
     ('4:memory:/libpod_parent/libpod-%s\n1:name=systemd:/libpod_parent/libpod-%s\n' % (ID, ID),
      None, 'podman', None),
     # kubepods, cgroupfs driver: the runtime cannot be told from the path

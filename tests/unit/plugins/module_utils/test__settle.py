@@ -113,3 +113,12 @@ def test_check_settle_seconds(value, ok):
     else:
         with pytest.raises(_settle.SettleError, match=r'^settle_seconds: must be a number of seconds from 0 to 600; got: '):
             _settle.check_settle_seconds(value)
+
+
+def test_the_next_step_for_a_quadlet_container_is_its_unit():
+    record = {'pid': 5, 'ppid': 4, 'container': {'runtime': 'podman', 'id': 'cd' * 32, 'confirmed': True,
+                                                 'systemd_unit': 'serve.service'}}
+    assert _settle.next_step(record) == (
+        'stop its unit (systemctl stop serve.service), which runs the container, then run again')
+    record['container']['systemd_unit'] = None
+    assert _settle.next_step(record).startswith('stop the container (podman stop cdcdcdcdcdcd)')

@@ -121,3 +121,51 @@ def test_the_prober_applies_the_same_rule_to_newcomers(fake_dev, spawn_holder, u
     assert prober.visible(4194303) is False
     prober.shares_namespace = True
     assert prober.visible(unrelated.pid) is True
+
+
+# --- a module in a container without the host's PID namespace -------------------------
+
+def test_discover_names_listed_pids_that_no_process_here_has(fake_dev, spawn_holder):
+    worker = spawn_holder([os.path.join(fake_dev, 'nvidia0')])
+    gone = worker.pid
+    worker.kill()
+    worker.wait()
+    view = nvml_view({0: {gone: {'memory_mib': 30720, 'types': {'compute'}}}})
+    snapshot = _holders.discover(view, dev_dir=fake_dev, shares_namespace=False)
+    assert snapshot.foreign_pids == [gone]
+    assert snapshot.holders == []
+    # A PID listed on a GPU that is not selected decides nothing.
+    assert _holders.discover(view, dev_dir=fake_dev, shares_namespace=False, gpu_indices=[1]).foreign_pids == []
+
+
+def test_discover_in_the_host_namespace_names_a_dead_creator_without_keeper_too(fake_dev, spawn_holder):
+    worker = spawn_holder([os.path.join(fake_dev, 'nvidia0')])
+    keeper_pids = [worker.pid]
+    view = nvml_view({0: {worker.pid: {'memory_mib': 30720, 'types': {'compute'}}}})
+    snapshot = _holders.discover(view, dev_dir=fake_dev, shares_namespace=False)
+    # Seen here, holding its node: nothing foreign.
+    assert snapshot.foreign_pids == [] and [h['pid'] for h in snapshot.holders] == keeper_pids
+
+
+@pytest.mark.parametrize('foreign, shares, refused', [
+    ([386], False, True),
+    ([], False, False),          # every listed PID is here
+    ([386], True, False),        # the host's namespace: a PID gone is an exit, not another namespace
+])
+def test_namespace_refusal(foreign, shares, refused):
+    text = _visibility.namespace_refusal(foreign, shares)
+    if not refused:
+        assert text is None
+    else:
+        assert text == (
+            "NVML lists PID 386, which this PID namespace does not have: the module runs in a container without "
+            "the host's PID namespace, where it can neither see who holds the GPUs nor signal them. Nothing was "
+            "signalled or stopped. Run it in the host's PID namespace (on the host itself, or in a container "
+            "started with --pid=host).")
+
+
+def test_namespace_refusal_reads_this_process_namespace_by_default(monkeypatch):
+    monkeypatch.setattr(_visibility, 'in_initial_pid_namespace', lambda: True)
+    assert _visibility.namespace_refusal([386]) is None
+    monkeypatch.setattr(_visibility, 'in_initial_pid_namespace', lambda: False)
+    assert 'Run it in the host' in _visibility.namespace_refusal([386])

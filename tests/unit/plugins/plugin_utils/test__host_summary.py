@@ -10,6 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary import (
+    containers_seen,
     executable_name,
     gpu_rows,
     host_summary,
@@ -124,7 +125,7 @@ def test_host_summary_of_a_busy_host():
                   'protected': ['nvidia-persistenced'], 'left': [], 'left_reasons': [], 'stuck': False}],
         'protected_names': ['nvidia-persistenced'], 'unit_warnings': [],
         'released': RELEASE['released'], 'protected': [RELEASE['protected'][0]], 'survivors': [], 'supervisors': [],
-        'sources': RELEASE['sources'], 'settle_seconds': 2.01, 'filter_warnings': ['no user named bob'],
+        'sources': RELEASE['sources'], 'containers': [], 'settle_seconds': 2.01, 'filter_warnings': ['no user named bob'],
         'stopped_units': ['vllm.service'], 'stopped_containers': [],
         'left_behind': {'vllm.service': [{'pid': 10, 'title': 'w'}]}, 'kept_units': [], 'kept_pids': [],
         'keep_why_not': [], 'reset_gpus': [], 'reset_errors': [], 'free': True, 'error': '', 'stage_seconds': {'preflight': 0.5, 'release': 0.7, 'prove': 2.2},
@@ -209,3 +210,21 @@ def test_a_stop_stage_that_ran_nothing_has_no_seconds():
     from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary import stage_seconds
     assert stage_seconds({'stop_results': [{}, {'skipped': True}]}) == {}
     assert stage_seconds({'stop_results': [{'delta': '0:00:01.500000'}, {}]}) == {'stop_units': 1.5}
+
+
+C = 'cd' * 32
+
+
+def test_containers_seen_lists_each_container_once_as_its_runtime_confirmed_it():
+    unconfirmed = {'runtime': 'podman', 'id': C, 'confirmed': False, 'reason': 'podman knows no container'}
+    confirmed = {'runtime': 'podman', 'id': C, 'name': 'vllm', 'image': 'localhost/vllm:latest', 'confirmed': True,
+                 'restart_policy': 'always', 'systemd_unit': None, 'reason': None}
+    release = {'released': [{'pid': 5, 'container': confirmed}],
+               'sources': [{'kind': 'container', 'container': confirmed},
+                           {'kind': 'pod', 'container': {'runtime': 'kubepods', 'id': 'u', 'pod_uid': 'u'}}]}
+    assert containers_seen([{'pid': 5, 'container': unconfirmed}, {'pid': 6, 'container': None}], release) == [
+        dict(confirmed)]
+    assert containers_seen([{'pid': 5, 'container': unconfirmed}]) == [
+        {'runtime': 'podman', 'id': C, 'name': None, 'image': None, 'confirmed': False, 'restart_policy': None,
+         'systemd_unit': None, 'reason': 'podman knows no container'}]
+    assert containers_seen() == []

@@ -148,16 +148,24 @@ def set_title(title):
     ctypes.memmove(arg_start, data, size)
 
 
+def present_minors(conf):
+    """The minor numbers of the /dev/nvidiaN nodes here: all of them on a host, the
+    ones passed in inside a container, where NVML counts them from 0."""
+    return [gpu for gpu in range(int(conf["gpus"])) if os.path.exists("/dev/nvidia%d" % gpu)]
+
+
 def parse_gpus(text, conf=None):
+    """GPU indices as NVML counts them here, as the minor numbers of their nodes."""
     conf = conf or read_conf()
+    minors = present_minors(conf) or list(range(int(conf["gpus"])))
     if text == "all":
-        return list(range(int(conf["gpus"])))
+        return minors
     gpus = sorted({int(part) for part in text.split(",") if part.strip() != ""})
     for gpu in gpus:
-        if gpu < 0 or gpu >= int(conf["gpus"]):
-            raise SystemExit("gpusim: no GPU %d on this host (it has %s)" % (
-                gpu, conf["gpus"]))
-    return gpus
+        if gpu < 0 or gpu >= len(minors):
+            raise SystemExit("gpusim: no GPU %d on this host (it has %d)" % (
+                gpu, len(minors)))
+    return [minors[gpu] for gpu in gpus]
 
 
 def sd_notify(message):
@@ -257,7 +265,8 @@ class Holder(object):
         pynvml.nvmlInit()
         try:
             for gpu in self.gpus:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(gpu)
+                minors = present_minors(self.conf)
+                handle = pynvml.nvmlDeviceGetHandleByIndex(minors.index(gpu) if gpu in minors else gpu)
                 memory = pynvml.nvmlDeviceGetMemoryInfo(
                     handle, version=pynvml.nvmlMemory_v2)
                 free_mib = memory.free // (1024 * 1024)
@@ -308,8 +317,11 @@ class Holder(object):
         else:
             release = "release normal\n"
         kind = "graphics" if self.args.graphics else "compute"
-        lines = [release] + ["%d %d %s %d\n" % (gpu, self.args.mib, kind, self.contexts.get(gpu, 0))
-                             for gpu in self.gpus]
+        # The namespace that numbers this PID: the library translates it for a caller
+        # in another one (a holder in a container), as the driver does.
+        pidns = "pidns %d\n" % os.stat("/proc/self/ns/pid").st_ino
+        lines = [pidns, release] + ["%d %d %s %d\n" % (gpu, self.args.mib, kind, self.contexts.get(gpu, 0))
+                                    for gpu in self.gpus]
         with open(path + ".tmp", "w") as handle:
             handle.write("".join(lines))
         os.rename(path + ".tmp", path)
@@ -696,7 +708,7 @@ def cmd_vllm_serve(args):
 
     conf = read_conf()
     prefix = os.environ.get("VLLM_PROCESS_NAME_PREFIX", "VLLM")
-    tensor_parallel = int(os.environ.get("VLLM_SIM_TENSOR_PARALLEL") or conf["gpus"])
+    tensor_parallel = int(os.environ.get("VLLM_SIM_TENSOR_PARALLEL") or len(present_minors(conf)) or conf["gpus"])
     utilization = float(os.environ.get("VLLM_SIM_GPU_MEMORY_UTILIZATION", "0.9"))
     worker_mib = int(os.environ.get("VLLM_SIM_WORKER_MIB") or
                      int(int(conf["memory_mib"]) * utilization) - int(conf["reserved_mib"]))
