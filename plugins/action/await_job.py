@@ -55,7 +55,7 @@ class ActionModule(ActionBase):
         if not isinstance(jid, str) or not jid.strip():
             raise AnsibleActionFail('jid must be the ansible_job_id of an async task; got: %r' % (jid,))
         wait_seconds = self._number('wait_seconds', 4.5, 0, MAX_WAIT_SECONDS)
-        poll_interval = self._number('poll_interval', 0.2, 0, wait_seconds)
+        poll_interval = self._number('poll_interval', 0.5, 0, wait_seconds)
         deadline = time.monotonic() + wait_seconds
         while True:
             answer = self._status(jid, task_vars)

@@ -40,7 +40,7 @@ options:
   poll_interval:
     description: How often to ask about the job within O(wait_seconds). More than 0, at most O(wait_seconds).
     type: float
-    default: 0.2
+    default: 0.5
 notes:
   - Like M(ansible.builtin.async_status), it does not remove the job's file once the job has ended.
 seealso:
