@@ -43,7 +43,7 @@ def _seconds(values, name):
         number = None if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
         number = None
-    if number is None or not number >= 0 or math.isinf(number):
+    if number is None or math.isnan(number) or math.isinf(number) or number < 0:
         raise TypeError('wait_plan: %s must be a number of seconds, 0 or more; got: %r' % (name, value))
     return number
 
