@@ -325,6 +325,11 @@ def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
     return [_gpu_from_dev(minor) for minor in sorted(_dev_minors(dev_dir))]
 
 
+def without_own_process(records, own_pid):
+    """``records`` without the one of ``own_pid``, the module's own process."""
+    return [record for record in records if record['pid'] != own_pid]
+
+
 def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, gpu_indices=None,
              dev_dir=_procfs.DEV_DIR, maps='nvml', self_pid=None, protect_units=(), shares_namespace=None,
              read_timeout=_procread.DEFAULT_TIMEOUT):
@@ -483,8 +488,11 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
     # Only the selected GPUs are judged: a PID listed on another one decides nothing here.
     foreign = [pid for pid in foreign if selected.intersection(per_pid.get(pid, {}))]
 
+    # The module's own process holds the device nodes while NVML is open: it is no holder of anyone's, and its PID
+    # changes at every run, so the results and diff mode leave it out (its ancestors stay, marked is_self).
+    own_pid = os.getpid() if self_pid is None else self_pid
     holders = []
-    for record in records:
+    for record in without_own_process(records, own_pid):
         if selected.intersection(record['gpus']):
             holders.append(record)
             if record['unreadable']:

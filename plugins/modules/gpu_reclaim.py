@@ -343,8 +343,8 @@ released:
       adopted: false
 protected:
   description: Holders never signalled, with C(reason), ordered by PID. Same keys as RV(released) without
-    the release details, and C(is_self), true for the module's own process or one of its ancestors (which
-    hold the device nodes while NVML is open). A process that appeared during the release and is protected
+    the release details, and C(is_self), true for an ancestor of the module (the module's own process,
+    which holds the device nodes while NVML is open, is never listed). A process that appeared during the release and is protected
     has a reason that starts with C(appeared during the release).
   returned: always
   type: list

@@ -281,7 +281,7 @@ holders:
       sample: "named like the protected nvidia-persistenced, but /tmp/nvidia-persistenced is owned by uid 1001,
         not by root: not protected"
     is_self:
-      description: Whether the process is this module or one of its ancestors.
+      description: Whether the process is an ancestor of this module (the module's own process is never listed).
       type: bool
       sample: false
     sigterm_ignored:

@@ -306,4 +306,6 @@ def host_summary(run):
         'error': run.get('error') or '',
         'stage_seconds': stages or {'preflight': _seconds_since(run['start'], run['now'])},
         'total_seconds': _seconds_since(run['start'], run['now']),
+        # The modules' own results, as they returned them: the JSON report keeps them whole.
+        'results': {'first_look': first, 'release': release, 'proof': proof},
     }

@@ -40,7 +40,8 @@ def stages_to_run(state, run_tags=('all',), skip_tags=()):
     ``state`` holds ``error`` (preflight failed: nothing runs), ``harden_units``,
     ``stop_units``, ``stop_containers`` (the variables' lists), ``free_at_start``
     (free, or held only by units kept running), ``release_done`` (the first look
-    was the release), ``allow_reset`` and ``check_mode``.
+    was the release), ``allow_reset``, ``check_mode`` and ``waits`` (``_waits.wait_plan``:
+    a stage that runs as an async job is followed by its ``<stage>_wait`` file).
     """
     if state.get('error'):
         return []
@@ -56,4 +57,12 @@ def stages_to_run(state, run_tags=('all',), skip_tags=()):
         # Check mode changes nothing, so there is nothing to prove.
         'prove': (not free or stops) and not state.get('check_mode'),
     }
-    return [name for name, tag in ORDER if wanted[name] and tag_selected(tag, run_tags, skip_tags)]
+    # A stage that runs as an async job is followed by the task that awaits it (plugin_utils/_waits.py).
+    awaited = set(stage for stage, job in (state.get('waits') or {}).items() if job.get('async'))
+    files = []
+    for name, tag in ORDER:
+        if wanted[name] and tag_selected(tag, run_tags, skip_tags):
+            files.append(name)
+            if name in awaited:
+                files.append(name + '_wait')
+    return files

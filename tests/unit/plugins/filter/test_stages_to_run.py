@@ -35,6 +35,11 @@ BUSY = {'free_at_start': False, 'release_done': True}
     (dict(BUSY, release_done=False), ['tagged'], [], ['release', 'prove']),
     (dict(BUSY, release_done=False), ['all'], ['tagged'], []),
     (BUSY, None, None, ['prove']),
+    # A stage that runs as an async job is followed by the task that awaits it; one that does not run, by nothing.
+    (dict(BUSY, release_done=False, stop_units=['v.service'],
+          waits={'stop_units': {'async': 630}, 'release': {'async': 0}, 'prove': {'async': 64}}), ['all'], [],
+     ['stop_units', 'stop_units_wait', 'release', 'prove', 'prove_wait']),
+    (dict(BUSY, waits={'release': {'async': 70}, 'prove': {'async': 64}}), ['all'], ['gpu_reclaim_prove'], []),
 ])
 def test_stages(state, run_tags, skip_tags, expected):
     assert stages_to_run(state, run_tags, skip_tags) == expected

@@ -165,13 +165,27 @@ def test_discover_protects_by_executable(fake_dev, spawn_holder):
     assert holder['protected'] and holder['protected_reason'] == 'user protected executable %s' % executable
 
 
-def test_discover_marks_this_process_as_self(fake_dev):
+def test_discover_leaves_out_its_own_process(fake_dev):
     handle = os.open(node(fake_dev, 'nvidia1'), os.O_RDONLY)
     try:
         snapshot = _holders.discover(nvml_view(), dev_dir=fake_dev)
     finally:
         os.close(handle)
-    holder = by_pid(snapshot)[os.getpid()]
+    assert os.getpid() not in by_pid(snapshot)
+    assert [gpu['holder_pids'] for gpu in snapshot.gpus] == [[], [], [], []]
+
+
+def test_discover_marks_an_ancestor_as_self(fake_dev, spawn_holder):
+    # Seen from a child (as if the child were the module), this process is an ancestor: listed, never signalled.
+    child = spawn_holder([node(fake_dev, 'nvidia0')])
+    handle = os.open(node(fake_dev, 'nvidia1'), os.O_RDONLY)
+    try:
+        snapshot = _holders.discover(nvml_view(), dev_dir=fake_dev, self_pid=child.pid)
+    finally:
+        os.close(handle)
+    holders = by_pid(snapshot)
+    assert child.pid not in holders
+    holder = holders[os.getpid()]
     assert holder['is_self'] and holder['protected']
     assert holder['protected_reason'] == 'self or ancestor of this module'
 

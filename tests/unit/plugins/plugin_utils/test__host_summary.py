@@ -130,6 +130,7 @@ def test_host_summary_of_a_busy_host():
         'left_behind': {'vllm.service': [{'pid': 10, 'title': 'w'}]}, 'kept_units': [], 'kept_pids': [],
         'keep_why_not': [], 'reset_gpus': [], 'reset_errors': [], 'free': True, 'error': '', 'stage_seconds': {'preflight': 0.5, 'release': 0.7, 'prove': 2.2},
         'total_seconds': 3.46,
+        'results': {'first_look': FIRST_LOOK, 'release': RELEASE, 'proof': PROOF},
     }
 
 
