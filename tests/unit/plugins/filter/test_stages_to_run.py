@@ -37,9 +37,10 @@ BUSY = {'free_at_start': False, 'release_done': True}
     (BUSY, None, None, ['prove']),
     # A stage that runs as an async job is followed by the task that awaits it; one that does not run, by nothing.
     (dict(BUSY, release_done=False, stop_units=['v.service'],
-          waits={'stop_units': {'async': 630}, 'release': {'async': 0}, 'prove': {'async': 64}}), ['all'], [],
-     ['stop_units', 'stop_units_wait', 'release', 'prove', 'prove_wait']),
-    (dict(BUSY, waits={'release': {'async': 70}, 'prove': {'async': 64}}), ['all'], ['gpu_reclaim_prove'], []),
+          waits={'stop_units': {'async': 630}}), ['all'], [],
+     ['stop_units', 'stop_units_wait', 'release', 'prove']),
+    (dict(BUSY, stop_units=['v.service'], waits={'stop_units': {'async': 630}}), ['all'], ['gpu_reclaim_stop_units'],
+     ['prove']),
 ])
 def test_stages(state, run_tags, skip_tags, expected):
     assert stages_to_run(state, run_tags, skip_tags) == expected

@@ -11,57 +11,29 @@ import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.filter.wait_plan import FilterModule, wait_plan
 
-# The role's defaults.
-DEFAULTS = {'grace_seconds': 10, 'kill_seconds': 10, 'lock_timeout': 60, 'nvml_timeout': 5, 'assert_timeout': 30,
-            'settle_seconds': 2, 'stop_units': False}
 SYNC = {'async': 0, 'retries': 0, 'seconds': 0.0}
 
 
-def test_the_defaults_wait_long_enough_for_jobs():
-    assert wait_plan(DEFAULTS) == {
-        # Bounded by the host lock, both windows and four NVML deadlines, plus 30 s; a try is 4.5 s.
-        'release': {'async': 130, 'retries': 30, 'seconds': 20.0},
-        'prove': {'async': 72, 'retries': 17, 'seconds': 32.0},
-        'stop_units': SYNC,
-    }
-
-
 def test_a_unit_stop_is_a_job_bounded_by_systemd():
-    assert wait_plan(dict(DEFAULTS, stop_units=True))['stop_units'] == {'async': 630, 'retries': 141, 'seconds': 90.0}
+    # 600 s of systemd's stop timeouts at the most, plus 30 s; a try of await_job is 4.5 s.
+    assert wait_plan({'stop_units': True}) == {'stop_units': {'async': 630, 'retries': 141, 'seconds': 90.0}}
 
 
-@pytest.mark.parametrize('values, expected', [
-    # Waits shorter than 5 s in all are plain tasks: nothing extra to show, nothing extra to run.
-    (dict(DEFAULTS, grace_seconds=2, kill_seconds=2.9, assert_timeout=2, settle_seconds=2.9),
-     {'release': SYNC, 'prove': SYNC}),
-    # 5 s or more is a job. The host lock and NVML's deadlines only bound it.
-    (dict(DEFAULTS, grace_seconds=2, kill_seconds=3, assert_timeout=4.9, settle_seconds=0, lock_timeout=600),
-     {'release': {'async': 655, 'retries': 147, 'seconds': 5.0}, 'prove': SYNC}),
-    # Extra variables are strings.
-    (dict(DEFAULTS, grace_seconds='1', kill_seconds='1', assert_timeout='0', settle_seconds='0'),
-     {'release': SYNC, 'prove': SYNC}),
-])
-def test_short_waits_are_plain_tasks(values, expected):
-    plan = wait_plan(values)
-    assert dict((stage, plan[stage]) for stage in expected) == expected
+def test_no_unit_to_stop_is_no_job():
+    assert wait_plan({'stop_units': False}) == {'stop_units': SYNC}
 
 
 def test_check_mode_has_no_job():
-    # Ansible refuses async with check mode.
-    assert wait_plan(dict(DEFAULTS, stop_units=True), True) == {'release': SYNC, 'prove': SYNC, 'stop_units': SYNC}
+    # Ansible refuses async with check mode, and nothing is stopped.
+    assert wait_plan({'stop_units': True}, True) == {'stop_units': SYNC}
 
 
 @pytest.mark.parametrize('values, message', [
-    (dict(DEFAULTS, grace_seconds=-1), "wait_plan: grace_seconds must be a number of seconds, 0 or more; got: -1"),
-    (dict(DEFAULTS, settle_seconds='soon'),
-     "wait_plan: settle_seconds must be a number of seconds, 0 or more; got: 'soon'"),
-    (dict(DEFAULTS, kill_seconds=True), "wait_plan: kill_seconds must be a number of seconds, 0 or more; got: True"),
-    (dict((k, v) for k, v in DEFAULTS.items() if k != 'lock_timeout'),
-     "wait_plan: lock_timeout must be a number of seconds, 0 or more; got: None"),
-    (dict(DEFAULTS, nvml_timeout=float('inf')),
-     "wait_plan: nvml_timeout must be a number of seconds, 0 or more; got: inf"),
+    ({}, 'wait_plan: stop_units must be true or false; got: None'),
+    ({'stop_units': 'yes'}, "wait_plan: stop_units must be true or false; got: 'yes'"),
+    ({'stop_units': 1}, 'wait_plan: stop_units must be true or false; got: 1'),
 ])
-def test_bad_seconds_are_named(values, message):
+def test_bad_input_is_named(values, message):
     with pytest.raises(TypeError) as failure:
         wait_plan(values)
     assert str(failure.value) == message
