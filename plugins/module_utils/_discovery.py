@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 from collections import namedtuple
 
 from . import _containers, _visibility
@@ -122,12 +123,18 @@ def select_gpus(view, params, **fields):
         raise Failure(str(exc), nvml_available=view.available, **fields)
 
 
-def command_runner(host, extra_seconds=0):
-    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed."""
+def command_runner(host, extra_seconds=0, seconds_left=None):
+    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed.
+
+    ``seconds_left()``: the time left to a deadline the caller was given; a command then gets no more than
+    that (and at least 1 s).
+    """
     timeout = host.get_bin_path('timeout')
 
     def run(argv):
         seconds = COMMAND_TIMEOUT + int(extra_seconds)
+        if seconds_left is not None:
+            seconds = max(1, min(seconds, int(math.ceil(seconds_left()))))
         bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
         rc, out, err = host.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
         if timeout and rc in (124, 137):
@@ -141,10 +148,10 @@ def read_cgroup_text(pid):
         return handle.read()
 
 
-def container_identifier(host):
+def container_identifier(host, seconds_left=None):
     """``identify(records)``: each holder's container as its runtime confirms it (``_containers``), each
-    runtime asked within ``COMMAND_TIMEOUT`` and about each container once per module run; a runtime not
-    installed here confirms nothing."""
+    runtime asked within ``COMMAND_TIMEOUT`` (or the ``seconds_left()`` of the caller's deadline, if less)
+    and about each container once per module run; a runtime not installed here confirms nothing."""
     inspectors = {}
 
     def identify(records):
@@ -155,7 +162,8 @@ def container_identifier(host):
             # One per module run: each container is asked about once, however often the GPUs are polled.
             runtimes = dict((runtime, cli if host.get_bin_path(cli) else None)
                             for runtime, cli in _containers.RUNTIME_CLIS.items())
-            inspectors['inspector'] = _containers.Inspector(command_runner(host), runtimes, live_ancestors)
+            inspectors['inspector'] = _containers.Inspector(command_runner(host, seconds_left=seconds_left), runtimes,
+                                                           live_ancestors)
         inspector = inspectors['inspector']
 
         def unit_of(pid):
@@ -172,14 +180,22 @@ def find_holders(warn, view, params, indices=None, identify=None, shares_namespa
 
     ``identify(records)`` (``container_identifier``) confirms the holders' containers. A ``Failure`` when
     this module cannot see the processes NVML names (``_visibility.namespace_refusal``): nothing is judged
-    or signalled from a PID namespace that is not the host's.
+    or signalled from a PID namespace that is not the host's. A process that NVML listed and that exited
+    before its ``/proc`` entry was read looks the same for one look, so a second look decides: only a PID
+    that NVML lists and this namespace lacks both times is refused.
     """
-    snapshot = discover(view, protect=params.get('protect') or (), unprotect=params.get('unprotect') or (),
+    def look():
+        return discover(view, protect=params.get('protect') or (), unprotect=params.get('unprotect') or (),
                         protect_units=params.get('protect_units') or (), gpu_indices=indices,
                         read_timeout=params['nvml_timeout'], shares_namespace=shares_namespace)
-    refusal = _visibility.namespace_refusal(snapshot.foreign_pids, shares_namespace)
-    if refusal:
-        raise Failure(refusal, foreign_pids=snapshot.foreign_pids)
+    snapshot = look()
+    if _visibility.namespace_refusal(snapshot.foreign_pids, shares_namespace):
+        first = set(snapshot.foreign_pids)
+        snapshot = look()
+        foreign = sorted(first & set(snapshot.foreign_pids))
+        refusal = _visibility.namespace_refusal(foreign, shares_namespace)
+        if refusal:
+            raise Failure(refusal, foreign_pids=foreign)
     if identify is not None:
         identify(snapshot.holders)
     for warning in snapshot.warnings:

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import time
 
 from ._discovery import Failure, check_options, container_identifier, find_holders, open_view, select_gpus
 from ._nvml import NvmlSession, read_inventory
@@ -65,7 +66,9 @@ def prove(host, params):
                          uid=os.geteuid(), **NOTHING_SEEN)
         indices = select_gpus(view, params, uid=os.geteuid(), **NOTHING_SEEN)
         state = {'view': view, 'warnings': []}
-        identify = container_identifier(host)
+        # Asking a runtime about a holder's container never takes the proof past its deadline and settle.
+        ends = time.monotonic() + params['timeout_seconds'] + params['settle_seconds']
+        identify = container_identifier(host, seconds_left=lambda: ends - time.monotonic())
 
         def warn(text):
             if text not in state['warnings']:

@@ -149,6 +149,31 @@ def test_find_holders_refuses_outside_the_host_pid_namespace_before_identifying(
         assert asked == [[]]
 
 
+@pytest.mark.parametrize('looks, refused', [
+    # A listed process that exited before its /proc entry was read is gone on the second look.
+    ([[386], []], None),
+    ([[386], [386]], [386]),
+    # Only what both looks lack is refused; a PID new on the second look is not (it may be exiting too).
+    ([[386, 387], [387, 390]], [387]),
+    ([[386], [390]], None),
+])
+def test_a_pid_missing_on_one_look_only_is_not_refused(monkeypatch, looks, refused):
+    snapshots = [Snapshot(foreign, holders=[{'look': n}]) for n, foreign in enumerate(looks)]
+    monkeypatch.setattr(_discovery, 'discover', lambda *args, **kwargs: snapshots.pop(0))
+    asked = []
+    if refused:
+        with pytest.raises(Failure) as caught:
+            _discovery.find_holders(lambda text: None, None, params(), identify=asked.append, shares_namespace=False)
+        assert caught.value.fields == {'foreign_pids': refused}
+        assert 'NVML lists PID %s,' % ', '.join(str(pid) for pid in refused) in str(caught.value)
+        assert asked == []
+    else:
+        snapshot = _discovery.find_holders(lambda text: None, None, params(), identify=asked.append,
+                                           shares_namespace=False)
+        assert snapshot.holders == [{'look': 1}] and asked == [[{'look': 1}]]
+    assert snapshots == []
+
+
 class BinHost(Host):
     """A host with run_command and get_bin_path: the runtime's answers come from a table."""
 
@@ -225,3 +250,11 @@ def test_answer_turns_a_failure_into_fail_json():
     with pytest.raises(Ended):
         _discovery.answer(module, flow)
     assert module.ended == ('fail', {'msg': 'gpus[0]: no GPU matches', 'nvml_available': True})
+
+
+@pytest.mark.parametrize('left, seconds', [(None, 30), (100.0, 30), (7.2, 8), (0.3, 1), (-4.0, 1)])
+def test_a_command_gets_no_more_than_the_callers_deadline_leaves(left, seconds):
+    host = BinHost([(0, 'ok', '')])
+    run = _discovery.command_runner(host, seconds_left=None if left is None else (lambda: left))
+    assert run(['podman', 'ps']) == (0, 'ok', '')
+    assert host.calls == [['/usr/bin/timeout', '--kill-after=5', str(seconds), 'podman', 'ps']]
