@@ -163,7 +163,8 @@ class Inspector:
             return record
         record.update(name=info['name'] or None, image=info['image'] or None,
                       restart_policy=info['restart_policy'] or 'no', confirmed=True)
-        if info['label_unit'] and info['label_unit'] == cgroup_unit:
+        # Only podman's systemd integration sets the label, and only podman's stop goes through the unit.
+        if runtime == 'podman' and info['label_unit'] and info['label_unit'] == cgroup_unit:
             record['systemd_unit'] = cgroup_unit
         return record
 

@@ -147,3 +147,13 @@ def test_describe():
     assert _containers.describe({'runtime': 'podman', 'id': C, 'name': 'vllm', 'image': 'localhost/vllm'}) == (
         'podman container vllm (%s, localhost/vllm)' % C[:12])
     assert _containers.describe({'runtime': 'docker', 'id': C}) == 'docker container %s' % C[:12]
+
+
+def test_the_systemd_unit_label_counts_for_podman_only():
+    # Security: docker sets no such label itself; a docker container that carries it, under a unit's cgroup
+    # (--cgroup-parent), still names no unit to stop.
+    run = TableRunner([(DOCKER_INSPECT, (0, inspected(500, unit='serve.service'), ''))])
+    inspector = _containers.Inspector(run, {'docker': 'docker'}, lambda pid: [])
+    record = inspector.confirm({'runtime': 'docker', 'id': C}, [500], cgroup_unit='serve.service')
+    assert run.expected == []
+    assert record['confirmed'] is True and record['systemd_unit'] is None
