@@ -22,6 +22,10 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._heartbeat import H
 display = Display()
 
 
+def _to_stderr(line):
+    display.display(line, stderr=True)
+
+
 class WaitingModuleAction(ActionBase):
     """Subclasses set ``what``: a function of the task's arguments that says what the module waits for."""
 
@@ -35,7 +39,8 @@ class WaitingModuleAction(ActionBase):
         wrap_async = bool(self._task.async_val) and not self._connection.has_native_async
         host = (task_vars or {}).get('inventory_hostname') or self._play_context.remote_addr
         what = self.what(self._task.args or {})
-        with Heartbeat(display.display, host, what):
+        # On stderr, as Ansible's warnings: a callback that writes results to stdout stays readable.
+        with Heartbeat(_to_stderr, host, what):
             result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
         if not wrap_async:
             self._remove_tmp_path(self._connection._shell.tmpdir)
