@@ -162,8 +162,8 @@ def container_identifier(host, seconds_left=None):
             # One per module run: each container is asked about once, however often the GPUs are polled.
             runtimes = dict((runtime, cli if host.get_bin_path(cli) else None)
                             for runtime, cli in _containers.RUNTIME_CLIS.items())
-            inspectors['inspector'] = _containers.Inspector(command_runner(host, seconds_left=seconds_left), runtimes,
-                                                           live_ancestors)
+            run = command_runner(host, seconds_left=seconds_left)
+            inspectors['inspector'] = _containers.Inspector(run, runtimes, live_ancestors)
         inspector = inspectors['inspector']
 
         def unit_of(pid):
