@@ -300,3 +300,18 @@ def add_parent(world, pid, create_time=600.0):
 
 def stopped_pids(world):
     return sorted(pid for pid, proc in world.procs.items() if proc['state'] == 'stopped' and not proc['exited'])
+
+
+class TableRunner:
+    """Answers the commands a case expects, in that order; any other command fails the test."""
+
+    def __init__(self, expected):
+        self.expected = list(expected)
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        assert self.expected, 'unexpected command %s' % argv
+        want, answer = self.expected.pop(0)
+        assert list(argv) == want
+        return answer

@@ -10,6 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _containers
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import TableRunner
 
 C = 'cd' * 32
 FORMAT = ('{{.Id}}\t{{.Name}}\t{{.Config.Image}}\t{{.State.Pid}}\t{{.HostConfig.RestartPolicy.Name}}\t'
@@ -21,21 +22,6 @@ PODMAN_TOP = ['podman', 'container', 'top', C, 'hpid']
 
 def inspected(main_pid, policy='always', name='vllm', image='localhost/vllm:latest', unit='<no value>', ident=C):
     return '\t'.join((ident, name, image, str(main_pid), policy, unit)) + '\n'
-
-
-class TableRunner:
-    """Answers the commands a case expects, in that order; any other command fails the test."""
-
-    def __init__(self, expected):
-        self.expected = list(expected)
-        self.calls = []
-
-    def __call__(self, argv):
-        self.calls.append(list(argv))
-        assert self.expected, 'unexpected command %s' % argv
-        want, answer = self.expected.pop(0)
-        assert list(argv) == want
-        return answer
 
 
 def test_the_inspect_command_is_one_template_for_every_runtime():

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils import _sources
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, filter_reason
+from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import TableRunner
 
 HEX = 'ab' * 32
 C = 'cd' * 32
@@ -196,21 +197,6 @@ PODMAN_INSPECT = ['podman', 'container', 'inspect', '--format', INSPECT_FORMAT, 
 DOCKER_TOP = ['docker', 'container', 'top', C, '-o', 'pid']
 PODMAN_TOP = ['podman', 'container', 'top', C, 'hpid']
 NO_SUCH = (1, '', 'Error: No such container: %s\n' % C)
-
-
-class TableRunner:
-    """Answers the commands a case expects, in that order; any other command fails the test."""
-
-    def __init__(self, expected):
-        self.expected = list(expected)
-        self.calls = []
-
-    def __call__(self, argv):
-        self.calls.append(list(argv))
-        assert self.expected, 'unexpected command %s' % argv
-        want, answer = self.expected.pop(0)
-        assert list(argv) == want
-        return answer
 
 
 # Each case: the runtime, the holders, their ancestors, the commands expected with their answers, and the
