@@ -542,7 +542,7 @@ def container_host_options():
     if not CONTAINERS:
         return []
     return ["--privileged", "--env", "GPUSIM_KEEP_SYS_ADMIN=1",
-            "--volume", "/var/lib/containers"]
+            "--volume", "/var/lib/containers", "--volume", "/var/lib/docker"]
 
 
 def cmd_up(args):
