@@ -51,13 +51,15 @@ $(BIN)/.installed: test-requirements.txt build-requirements.txt
 .PHONY: venv
 venv: $(BIN)/.installed
 
+# make test sets up once, then runs its jobs with GPUOPS_SETUP_DONE set: a job
+# that runs several at once must not redo (or race) the set-up.
 .PHONY: tree
 tree: venv
-	@scripts/collection-tree >/dev/null
+	@[ -n "$${GPUOPS_SETUP_DONE:-}" ] || scripts/collection-tree >/dev/null
 
 .PHONY: testbed
 testbed: venv tree
-	$(SIMHOST) setup
+	@[ -n "$${GPUOPS_SETUP_DONE:-}" ] || $(SIMHOST) setup
 
 # --- tests ----------------------------------------------------------------
 
@@ -183,9 +185,13 @@ changelog-check: changelog-lint
 	fi
 	$(BIN)/python scripts/check_release.py
 
-# The testbed first: the stand-in NVML's own unit tests need the nvml.h it unpacks.
+# The set-up first, once (the stand-in NVML's own unit tests need the nvml.h
+# the testbed unpacks); then units, sanity, lint, docs, build, every molecule
+# scenario, the Debian 13 run, the version matrix and the bench tools, several
+# at a time (scripts/run_tests.py; TEST_JOBS=1 runs them one by one).
 .PHONY: test
-test: venv tree testbed units sanity lint changelog-check docs build molecule molecule-debian13 matrix-test bench-tests
+test: venv tree testbed shellcheck $(ANSIBLE_TEST_GET_PIP) changelog-check
+	$(PYTHON) scripts/run_tests.py
 	@echo "make test: all passed"
 
 # --- demonstration ---------------------------------------------------------
