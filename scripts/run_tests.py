@@ -33,9 +33,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 LOGS = os.path.join(ROOT, "build", "test-logs")
 DURATIONS = os.path.join(LOGS, "durations.json")
 SCENARIOS = os.path.join(ROOT, "extensions", "molecule")
-# Seconds on an idle 2-core machine, for the order of the first run only.
-ESTIMATES = {"matrix": 420, "sanity": 240, "units": 60, "lint": 90, "packaging": 60, "bench-tests": 60}
-SCENARIO_ESTIMATE = 110
+# Seconds of one busy run on a 2-core machine, for the order of a first run
+# only (the containers host image and the Debian 13 images build inside their
+# jobs the first time).
+ESTIMATES = {"matrix": 880, "sanity": 300, "lint": 135, "units": 95, "packaging": 40, "bench-tests": 5,
+             "molecule-containers": 420, "molecule-release": 385, "molecule-stuck": 330,
+             "molecule-incident": 300, "molecule-fleet": 195, "molecule-hostsetup": 190,
+             "molecule-holders": 190, "molecule-faults": 175, "molecule-testbed": 175}
+SCENARIO_ESTIMATE = 130
 TAIL_LINES = 80
 
 
