@@ -80,7 +80,8 @@ def main(argv=None):
                          'unshare --pid --fork --mount-proc %s %s\n' % (sys.executable, __file__))
         return 2
     sys.path.insert(0, collection_path())
-    from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml  # pylint: disable=import-outside-toplevel
 
     dev_dir = tempfile.mkdtemp(prefix='bench-dev-')
     make_nodes(dev_dir)

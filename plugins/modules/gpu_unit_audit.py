@@ -182,15 +182,15 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import (
     Failure,
     argument_spec,
     check_options,
     look,
     missing_library,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _proctree
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _units
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import proctree as _proctree
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import unit_audit as _units
 
 SYSTEMCTL_TIMEOUT = 30
 WITHOUT_NVML = 'NVML cannot be used (%s); GPU holders are found from /proc alone.'

@@ -372,7 +372,7 @@ holders:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import (
     Failure,
     argument_spec,
     check_options,

@@ -19,15 +19,13 @@ import time
 
 import psutil
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import (
-    _plan,
-    _prober,
-    _proctree,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
-from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
-from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import plan as _plan
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release import prober as _prober
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import proctree as _proctree
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release.escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release.identity import ProcessRef
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import parse_ladder
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import build_scope, plan_release
 
 
 def holder(pid, gpus=(0,), **extra):

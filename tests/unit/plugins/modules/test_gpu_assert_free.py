@@ -14,7 +14,9 @@ import threading
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _nvml, _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_assert_free
 
 
