@@ -582,12 +582,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import answer, argument_spec, missing_library
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host.lock import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import (
-    DEFAULT_GRACE_SECONDS,
-    DEFAULT_KILL_SECONDS,
-    DEFAULT_POLL_INTERVAL,
-)
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import DEFAULT_POLL_INTERVAL, seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import DEFAULT_GRACE_SECONDS, DEFAULT_KILL_SECONDS
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import KINDS, ON_SHARED_HOLDER
 from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.reclaim import reclaim
 

@@ -31,21 +31,22 @@ from collections.abc import Mapping
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import InputError, check_entries, check_globs
 from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import to_seconds
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import (
     MAX_WAIT_SECONDS,
     EscalationError,
+    SettleError,
     check_poll_interval,
     check_seconds,
-    parse_ladder,
+    check_settle_seconds,
+    check_timeout,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._host.nvml import check_timeout
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import parse_ladder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import build_scope
 from ansible_collections.gpuops.reclaim.plugins.module_utils._proof.verdict import ProofError, check_limits
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protection import (
     ProtectionError,
     check_protection_options,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._proof.settle import SettleError, check_settle_seconds
 
 PREFIX = 'gpu_reclaim_'
 # Public variables the role sets itself: a later run in the same play sees them.

@@ -3,15 +3,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Options as the user gave them: numbers of seconds, and lists of names and globs.
+"""Options as the user gave them: numbers of seconds and their bounds, and lists of names and globs.
 
 Ansible's ``float`` type turns ``true`` into 1.0, so ``grace_seconds: true``
 would quietly become a one-second grace and signals would follow. Options
 that take seconds are therefore declared ``type: raw`` (``SECONDS``) and
 converted here, where a boolean, a text that is no number, NaN or infinity
-is an error naming the option and the value. Range checks stay with the
-options' own code (``_escalation.check_seconds``, ``_nvml.check_timeout``,
-``_proof.check_limits``).
+is an error naming the option and the value. Every bound of a number of
+seconds lives here too: ``check_seconds`` (any wait, up to an hour),
+``check_poll_interval``, ``check_settle_seconds`` and ``check_timeout`` (the
+NVML deadline), so that the modules and the role's checks agree.
 
 A list of names is checked entry by entry before anything is done: an empty
 entry (``allow: ['']``) names nothing and is an error, and a glob that
@@ -28,6 +29,53 @@ __metaclass__ = type
 import fnmatch
 import math
 import re
+
+
+DEFAULT_POLL_INTERVAL = 0.05
+MAX_WAIT_SECONDS = 3600.0
+MIN_POLL_INTERVAL = 0.005
+MAX_POLL_INTERVAL = 5.0
+MAX_SETTLE_SECONDS = 600.0
+MAX_TIMEOUT = 600.0
+
+
+class EscalationError(ValueError):
+    """Bad input: the message names the option and the value received."""
+
+
+class SettleError(ValueError):
+    """Bad input: the message names the option and the value received."""
+
+
+def check_seconds(option, value, maximum=MAX_WAIT_SECONDS, minimum=0.0, error=EscalationError):
+    """Return ``value`` as a float, or raise ``error`` naming ``option`` and the value.
+
+    Every option in seconds of every module is bounded here.
+    """
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(value, bool) or number is None or math.isnan(number) or number < minimum or number > maximum:
+        raise error('%s: must be a number of seconds from %g to %g; got: %r' % (option, minimum, maximum, value))
+    return number
+
+
+def check_poll_interval(value, option='poll_interval', error=EscalationError):
+    """``value`` as a float within the poll bounds, or raise ``error`` naming ``option`` and the value."""
+    return check_seconds(option, value, maximum=MAX_POLL_INTERVAL, minimum=MIN_POLL_INTERVAL, error=error)
+
+
+def check_settle_seconds(value, option='settle_seconds'):
+    return check_seconds(option, value, maximum=MAX_SETTLE_SECONDS, error=SettleError)
+
+
+def check_timeout(value, option='nvml_timeout'):
+    """Return an error message for an unusable deadline, or None when it is fine."""
+    if value is None or math.isnan(value) or value <= 0 or value > MAX_TIMEOUT:
+        return '%s must be greater than 0 and at most %d seconds; got: %r' % (
+            option, int(MAX_TIMEOUT), value)
+    return None
 
 
 def seconds_spec(default):

@@ -5,7 +5,7 @@
 
 """A holder's container, as its runtime confirms it.
 
-A cgroup path names a candidate only (``_procfs.container_from_path``): any
+A cgroup path names a candidate only (``_host.cgroup.container_from_path``): any
 root process can create a scope called ``docker-<id>.scope``. A container is
 identified when its runtime, asked within a deadline, knows the id, runs it,
 and counts the holder among its processes: the container's main process, a

@@ -36,6 +36,7 @@ import pwd
 import traceback
 
 from . import keepers as _keepers
+from .._host import cgroup as _cgroup
 from .._host import procfs as _procfs
 from .._host import slow_reads as _procread
 from . import visibility as _visibility
@@ -221,7 +222,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         title = _thread_title(pid, proc_root, read_timeout)
     title = title or ''
     try:
-        cgroup = _procfs.read_cgroup(pid, proc_root)
+        cgroup = _cgroup.read_cgroup(pid, proc_root)
     except PermissionError:
         cgroup = {'systemd_unit': None, 'unit_manager': None, 'container': None}
     wchan = _procfs.read_wchan(pid, proc_root)

@@ -25,7 +25,8 @@ from .module_harness import Failure, check_options, container_identifier, find_h
 from .._host.nvml import NvmlSession, read_inventory
 from .._host.procfs import read_stat
 from .._proof.verdict import ProofError, check_left_alone, check_limits, verdict_message, wait_until_free
-from .._proof.settle import SettleError, check_settle_seconds, settle
+from .._base.checks import SettleError, check_settle_seconds
+from .._proof.settle import settle
 
 NVML_REQUIRED = ('Cannot prove the GPUs free: NVML cannot be used (%s) and require_nvml is true. Set require_nvml: '
                  'false to accept the /proc view alone.')

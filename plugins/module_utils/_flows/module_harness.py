@@ -27,8 +27,8 @@ from .._discover import containers as _containers
 from .._discover import visibility as _visibility
 from .._discover.holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
 from .._host.proctree import ancestors as live_ancestors
-from .._base.checks import check_lists, convert_seconds
-from .._host.nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, check_timeout, read_inventory
+from .._base.checks import check_lists, check_timeout, convert_seconds
+from .._host.nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, read_inventory
 from .._discover.protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from .._discover.selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
 from .._sources.registry import system_service

@@ -38,7 +38,8 @@ from .module_harness import (
 from .._host.controller import ControllerWatch
 from .._release.escalation import Escalation
 from .._host.lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
-from .._plan.ladder import EscalationError, check_poll_interval, check_seconds, longest_wait, parse_ladder
+from .._base.checks import EscalationError, check_poll_interval, check_seconds
+from .._plan.ladder import longest_wait, parse_ladder
 from .._host.nvml import NvmlSession
 from .._plan.plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
 from .._proof.verdict import DEFAULT_MAX_USED_MIB, ProofError, check_limits, evaluate, verdict_message

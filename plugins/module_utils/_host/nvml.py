@@ -26,7 +26,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import threading
 import traceback
 
@@ -67,17 +66,6 @@ NVML_ARGUMENT_SPEC = dict(
     nvml_timeout=dict(type='raw', default=DEFAULT_TIMEOUT),
     require_nvml=dict(type='bool', default=False),
 )
-
-MAX_TIMEOUT = 600.0
-
-
-def check_timeout(value, option='nvml_timeout'):
-    """Return an error message for an unusable deadline, or None when it is fine."""
-    if value is None or math.isnan(value) or value <= 0 or value > MAX_TIMEOUT:
-        return '%s must be greater than 0 and at most %d seconds; got: %r' % (
-            option, int(MAX_TIMEOUT), value)
-    return None
-
 
 def _text(value):
     if isinstance(value, bytes):

@@ -27,7 +27,8 @@ import fnmatch
 import pwd
 
 from .plan import container_matches
-from .._host.procfs import PROC_ROOT, iter_pids, read_cgroup
+from .._host.cgroup import read_cgroup
+from .._host.procfs import PROC_ROOT, iter_pids
 
 
 def list_units_command(patterns):
@@ -61,7 +62,7 @@ def unmatched_units(patterns, loaded):
 
 
 def containers_here(proc_root=PROC_ROOT):
-    """The container of every process here, as ``_procfs.parse_cgroup`` gives it (each one once)."""
+    """The container of every process here, as ``_host.cgroup.parse_cgroup`` gives it (each one once)."""
     found = {}
     for pid in iter_pids(proc_root):
         try:

@@ -3,12 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The release ladder as data: its steps, their parsing, and every timing bound.
+"""The release ladder as data: its steps and their parsing.
 
 ``parse_ladder`` validates the ladder (a list of steps) and fills in the
 defaults: SIGTERM and wait ``grace_seconds``; freeze; SIGKILL and wait
-``kill_seconds``. ``check_seconds`` and ``check_poll_interval`` hold the
-bounds of every wait and poll interval that an option sets, for every module.
+``kill_seconds``; each wait within ``_base.checks``' bounds.
 ``adoption_start`` says where on the ladder a holder that appeared during the
 release starts.
 
@@ -19,39 +18,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import signal
+
+from .._base.checks import EscalationError, check_seconds
 
 DEFAULT_GRACE_SECONDS = 10.0
 DEFAULT_KILL_SECONDS = 10.0
-DEFAULT_POLL_INTERVAL = 0.05
-MAX_WAIT_SECONDS = 3600.0
-MIN_POLL_INTERVAL = 0.005
-MAX_POLL_INTERVAL = 5.0
 
 FREEZE = 'freeze'
 
 # Signals a ladder may send by name. SIGSTOP/SIGCONT are the freeze step's
 # business; job-control and child signals make no sense here.
 LADDER_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGABRT', 'SIGKILL')
-
-
-class EscalationError(ValueError):
-    """Bad input: the message names the option and the value received."""
-
-
-def check_seconds(option, value, maximum=MAX_WAIT_SECONDS, minimum=0.0, error=EscalationError):
-    """Return ``value`` as a float, or raise ``error`` naming ``option`` and the value.
-
-    Every option in seconds of every module is bounded here.
-    """
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if isinstance(value, bool) or number is None or math.isnan(number) or number < minimum or number > maximum:
-        raise error('%s: must be a number of seconds from %g to %g; got: %r' % (option, minimum, maximum, value))
-    return number
 
 
 def _signal_from_name(option, value):
@@ -132,11 +110,6 @@ def parse_ladder(ladder=None, grace_seconds=DEFAULT_GRACE_SECONDS, kill_seconds=
                 raise EscalationError('ladder[%d]: a freeze step must be followed by a SIGKILL step; got: %s'
                                       % (position, repr(ladder[position + 1]) if following else 'the end of the ladder'))
     return steps
-
-
-def check_poll_interval(value, option='poll_interval', error=EscalationError):
-    """``value`` as a float within the poll bounds, or raise ``error`` naming ``option`` and the value."""
-    return check_seconds(option, value, maximum=MAX_POLL_INTERVAL, minimum=MIN_POLL_INTERVAL, error=error)
 
 
 def adoption_start(ladder, origins):

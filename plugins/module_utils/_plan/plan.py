@@ -34,7 +34,7 @@ import fnmatch
 import re
 
 from .._discover.keepers import CLIENT, MAPPED, RANKS, RECEIVED, keeper_rounds
-from .ladder import EscalationError
+from .._base.checks import EscalationError
 from .parents import KILL as PARENT_KILL
 from .parents import parent_verdict
 from .._discover.protection import REASON_SELF, never_signalled

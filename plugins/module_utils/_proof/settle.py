@@ -30,19 +30,8 @@ __metaclass__ = type
 
 import time
 
-from .._plan.ladder import check_seconds
+from .._base.advice import CONTAINER_COMEBACK_STEP, SERVICE_COMEBACK_STEP
 from .verdict import evaluate, is_allowed
-
-MAX_SETTLE_SECONDS = 600.0
-
-
-class SettleError(ValueError):
-    """Bad input: the message names the option and the value received."""
-
-
-def check_settle_seconds(value, option='settle_seconds'):
-    return check_seconds(option, value, maximum=MAX_SETTLE_SECONDS, error=SettleError)
-
 
 def _watched(record, selected, allow):
     """Whether a process newly holding a selected GPU counts against the settle."""
@@ -62,7 +51,7 @@ def next_step(record, parent_title=None):
         # A Quadlet-style unit runs the container, and its Restart= would start it again after a plain stop.
         return 'stop its unit (systemctl stop %s), which runs the container, then run again' % container['systemd_unit']
     if container:
-        return ('stop the container (%s stop %s) or add it to gpu_reclaim_scope_containers, then run again'
+        return (CONTAINER_COMEBACK_STEP
                 % ({'containerd': 'nerdctl'}.get(container.get('runtime'), container.get('runtime')),
                    (container.get('id') or '')[:12]))
     ppid = record.get('ppid')
@@ -71,8 +60,7 @@ def next_step(record, parent_title=None):
                 'includes it, then run again' % (ppid, parent_title or '?'))
     unit = record.get('systemd_unit')
     if unit and unit.endswith('.service'):
-        return 'stop and disable %s (systemctl disable --now %s), or add it to gpu_reclaim_stop_units' % (
-            unit, unit)
+        return SERVICE_COMEBACK_STEP % (unit, unit)
     return 'find what starts it (a cron job, a scheduler) and stop it, then run again'
 
 

@@ -30,33 +30,14 @@ __metaclass__ = type
 import os
 import time
 
+from .._base.advice import AFTER_RELEASE_STEP, INCLUDE_HINTS, NAMESPACE_STEP, POD_STEP, PROTECTED_STEP, RECLAIM_STEP
+from .._base.advice import RESET_STEP
 from .._discover.keepers import describe as describe_keeping
-from .._plan.ladder import DEFAULT_POLL_INTERVAL, MAX_WAIT_SECONDS, check_poll_interval, check_seconds
+from .._base.checks import DEFAULT_POLL_INTERVAL, MAX_WAIT_SECONDS, check_poll_interval, check_seconds
 from .._host.procfs import STATE_NAMES
-from .._release.report import RESET_STEP
 from .._discover.visibility import NOT_VISIBLE
 
 DEFAULT_MAX_USED_MIB = 64
-
-RECLAIM_STEP = 'run gpuops.reclaim.gpu_reclaim (or the role gpuops.reclaim.gpu_reclaim) to release the holders'
-# After a release (``left_alone`` given), for a holder it did not leave alone.
-AFTER_RELEASE_STEP = ('it holds the GPU although the release ran: it started after the release looked, came back, or '
-                      'survived it; see what starts it (its parent, unit or container) in the release\'s sources')
-# The option (and role variable) that would include a holder the release left alone, by its reason's start.
-INCLUDE_HINTS = (
-    ('user not selected', 'users (gpu_reclaim_scope_users in the role)'),
-    ('title does not match', 'match (gpu_reclaim_scope_match)'),
-    ('systemd unit not selected', 'systemd_units (gpu_reclaim_scope_systemd_units)'),
-    ('container not selected', 'containers (gpu_reclaim_scope_containers)'),
-    ('kind ', 'kinds (gpu_reclaim_scope_kinds), where the other scope filters select it too'),
-    ('out of scope', 'gpus (gpu_reclaim_gpus)'),
-    ('managed by Kubernetes pod', 'release_pods (gpu_reclaim_scope_pods), or drain the node'),
-    ('permission denied', 'running the release as root (become: true)'),
-    ('default protected', 'unprotect (gpu_reclaim_unprotect), if it really holds the GPU'),
-    ('protected', 'stopping it yourself, or taking it out of protect (gpu_reclaim_protect)'),
-)
-NAMESPACE_STEP = ('NVML lists processes that hold no GPU device node here: run the task in the host\'s PID '
-                  'namespace (not in a container) to see and release them')
 
 # psutil's state names back to /proc's letters (the first letter of a name wins: X for dead).
 _STATE_LETTERS = dict((name, letter) for letter, name in reversed(list(STATE_NAMES.items())))
@@ -260,9 +241,8 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
     if lines:
         pods = sorted(set((h.get('container') or {}).get('pod_uid') for h in busy_holders) - set([None]))
         for pod in pods:
-            lines.append('Next step for Kubernetes pod %s (pid %s): kubelet restarts it whatever is done on the host; '
-                         'drain the node, or release it anyway with gpu_reclaim_scope_pods.' % (pod, ', '.join(
-                             str(h['pid']) for h in busy_holders if (h.get('container') or {}).get('pod_uid') == pod)))
+            lines.append(POD_STEP % (pod, ', '.join(
+                str(h['pid']) for h in busy_holders if (h.get('container') or {}).get('pod_uid') == pod)))
         if reclaim_needed and left_alone is None:
             lines.append('Next step: %s.' % RECLAIM_STEP)
         elif reclaim_needed:
@@ -279,9 +259,7 @@ def evaluate(gpus, holders, selected=None, max_used_mib=None, max_used_percent=N
         protected = [h for h in busy_holders if h.get('protected') and not h.get('is_self')
                      and not (left_alone and h['pid'] in left_alone)]
         if protected:
-            lines.append('Next step for pid %s: protected, so never signalled; stop it yourself if it really holds '
-                         'the GPU, or lift its protection with unprotect (gpu_reclaim_unprotect in the role).'
-                         % ', '.join(str(h['pid']) for h in protected))
+            lines.append(PROTECTED_STEP % ', '.join(str(h['pid']) for h in protected))
         for index in reset_gpus:
             entry = [r for r in result_gpus if r['index'] == index][0]
             why = ('a holder in state D cannot be killed' if entry['holder_pids']

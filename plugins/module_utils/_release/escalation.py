@@ -32,7 +32,8 @@ import time
 from .grace import SIGTERM_IGNORED
 from .guardian import FreezeLedger
 from .identity import DENIED, GONE, REUSED, SENT, ZOMBIE, ProcessRef, signal_process
-from .._plan.ladder import DEFAULT_POLL_INTERVAL, FREEZE, total_wait
+from .._base.checks import DEFAULT_POLL_INTERVAL
+from .._plan.ladder import FREEZE, total_wait
 from .newcomers import ADOPTION_SLACK_SECONDS, MAX_NEWCOMERS, NewcomerWatch
 from .._discover.keepers import KEEPER_ROUND_SLACK
 from .._plan.plan import Scope, newcomer_verdict, summarize

@@ -28,13 +28,13 @@ from .._host.procfs import (
     PROC_ROOT,
     classify_device_path,
     fd_device_paths,
-    read_cgroup,
     read_stat,
     read_status,
     read_wchan,
     scan_device_holders,
     signal_mask,
 )
+from .._host.cgroup import read_cgroup
 from .._host.slow_reads import DEFAULT_TIMEOUT as DEFAULT_READ_TIMEOUT
 from .._host.slow_reads import read_maps, read_title, stuck_reason
 from .._host.proctree import ancestors, child_pids, descendant_pids

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from .._base.advice import RESET_STEP
 from .._plan.parents import KILL as PARENT_KILL
 from .._plan.parents import THAW as PARENT_THAW
 from .._discover.keepers import KEEPER_HELD_BACK
@@ -32,7 +33,6 @@ RELEASED = 'released'
 SURVIVOR = 'survivor'
 REFUSED = 'denied'
 
-RESET_STEP = 'a GPU reset (gpu_reclaim_allow_reset in the role, or nvidia-smi --gpu-reset -i %s) or a reboot'
 UNEXAMINED_PREFIX = 'appeared during the release after '
 UNEXAMINED = UNEXAMINED_PREFIX + '%d others had been examined (the limit); not signalled'
 # Keys of a source parent that the ``supervisors`` list does not show.

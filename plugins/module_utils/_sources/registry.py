@@ -22,7 +22,7 @@ file finds its sources besides its parent (``_parents``):
     a docker, podman or containerd (``nerdctl``) container with a restart
     policy, never the one this module runs in. A cgroup path only names a
     candidate (and never one under a user manager or a user slice, where any
-    user names scopes as they like: ``_procfs.container_from_path``): before
+    user names scopes as they like: ``_host.cgroup.container_from_path``): before
     anything is done, the runtime itself must confirm that the container
     exists and that the holder is one of its processes (the container's main
     process or a descendant of it, or in the runtime's own list of its
@@ -56,7 +56,7 @@ from .._host.proctree import ancestors as live_ancestors
 from .._plan.unit_audit import parse_show
 
 try:
-    from .._host.procfs import parse_cgroup
+    from .._host.cgroup import parse_cgroup
 except ImportError:  # pragma: no cover
     parse_cgroup = None
 

@@ -10,7 +10,13 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import (
+    EscalationError,
     InputError,
+    SettleError,
+    check_poll_interval,
+    check_seconds,
+    check_settle_seconds,
+    check_timeout,
     check_entries,
     check_globs,
     check_lists,
@@ -90,3 +96,44 @@ def test_check_lists_checks_every_list_and_the_globs_among_them():
     assert 'protect[0]: the glob' in check_lists({'protect': ['[']}, globs=('protect',))
     # Not a glob option: '[' is a name like any other.
     assert check_lists({'allow': ['[']}, globs=('protect',)) is None
+
+
+def test_check_seconds_raises_the_error_it_is_given():
+    class OptionError(ValueError):
+        pass
+
+    with pytest.raises(OptionError, match='settle_seconds: must be a number of seconds from 0 to 600; got: 601'):
+        check_seconds('settle_seconds', 601, maximum=600, error=OptionError)
+    with pytest.raises(EscalationError, match='wait: must be a number'):
+        check_seconds('wait', float('nan'))
+
+
+@pytest.mark.parametrize('value, ok', [(0, True), (2, True), (600, True), (-1, False), (601, False),
+                                       ('x', False), (True, False), (float('nan'), False)])
+def test_check_settle_seconds(value, ok):
+    if ok:
+        assert check_settle_seconds(value) == float(value)
+    else:
+        with pytest.raises(SettleError, match=r'^settle_seconds: must be a number of seconds from 0 to 600; got: '):
+            check_settle_seconds(value)
+
+
+@pytest.mark.parametrize('value, ok', [
+    (5.0, True), (0.05, True), (600, True), (0, False), (-1, False), (601, False), (float('nan'), False),
+    (None, False),
+])
+def test_check_timeout(value, ok):
+    message = check_timeout(value)
+    if ok:
+        assert message is None
+    else:
+        assert message == 'nvml_timeout must be greater than 0 and at most 600 seconds; got: %r' % (value,)
+
+
+@pytest.mark.parametrize('value, ok', [(0.05, True), (0.005, True), (0, False), (-1, False), (10, False)])
+def test_poll_interval(value, ok):
+    if ok:
+        assert check_poll_interval(value) == value
+    else:
+        with pytest.raises(EscalationError, match='poll_interval: must be'):
+            check_poll_interval(value)

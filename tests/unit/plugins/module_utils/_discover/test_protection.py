@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.reclaim.plugins.doc_fragments.protection import ModuleDocFragment
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import cgroup as _cgroup
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host import slow_reads as _procread
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import protection as _protection
@@ -348,7 +349,7 @@ def live_record(pid, **fields):
     record = {'pid': pid, 'ppid': stat_fields['ppid'], 'exe': _procfs.read_exe(pid), 'name': stat_fields['comm'],
               'title': _procread.read_title(pid, 2.0), 'uid': _procfs.status_uid(_procfs.read_status(pid)),
               'kernel_thread': False}
-    record.update(_procfs.read_cgroup(pid))
+    record.update(_cgroup.read_cgroup(pid))
     record.update(fields)
     return record
 

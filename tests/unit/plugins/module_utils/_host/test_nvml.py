@@ -175,15 +175,3 @@ def test_poll_is_cheap(fake_nvml_factory):
         for dummy in range(50):
             session.poll()
         assert (time.monotonic() - started) / 50 < 0.01
-
-
-@pytest.mark.parametrize('value, ok', [
-    (5.0, True), (0.05, True), (600, True), (0, False), (-1, False), (601, False), (float('nan'), False),
-    (None, False),
-])
-def test_check_timeout(value, ok):
-    message = _nvml.check_timeout(value)
-    if ok:
-        assert message is None
-    else:
-        assert message == 'nvml_timeout must be greater than 0 and at most 600 seconds; got: %r' % (value,)

@@ -53,15 +53,6 @@ def test_custom_ladder_defaults_and_names():
         ('SIGINT', 1.0), ('SIGTERM', 7.0), ('SIGSTOP', 0.0), ('SIGKILL', 2.0)]
 
 
-@pytest.mark.parametrize('value, ok', [(0.05, True), (0.005, True), (0, False), (-1, False), (10, False)])
-def test_poll_interval(value, ok):
-    if ok:
-        assert _ladder.check_poll_interval(value) == value
-    else:
-        with pytest.raises(EscalationError, match='poll_interval: must be'):
-            _ladder.check_poll_interval(value)
-
-
 @pytest.mark.parametrize('ladder, origins, expected', [
     # Nobody asked yet: the whole ladder, as the others.
     (None, [(0, False)], (0, [])),
@@ -89,16 +80,6 @@ def test_total_and_longest_wait():
                            {'signal': 'SIGKILL'}], 3, 4)
     assert _ladder.total_wait(ladder) == 9.0
     assert _ladder.longest_wait(ladder) == 4.0
-
-
-def test_check_seconds_raises_the_error_it_is_given():
-    class OptionError(ValueError):
-        pass
-
-    with pytest.raises(OptionError, match='settle_seconds: must be a number of seconds from 0 to 600; got: 601'):
-        _ladder.check_seconds('settle_seconds', 601, maximum=600, error=OptionError)
-    with pytest.raises(EscalationError, match='wait: must be a number'):
-        _ladder.check_seconds('wait', float('nan'))
 
 
 # Security: a ladder out of order fails before anything is signalled.

@@ -105,16 +105,6 @@ def test_memory_back_with_no_holder_seen():
     assert result['lines'][-1] == 'The memory came back during the 2 s settle with no holder seen.'
 
 
-@pytest.mark.parametrize('value, ok', [(0, True), (2, True), (600, True), (-1, False), (601, False),
-                                       ('x', False), (True, False), (float('nan'), False)])
-def test_check_settle_seconds(value, ok):
-    if ok:
-        assert _settle.check_settle_seconds(value) == float(value)
-    else:
-        with pytest.raises(_settle.SettleError, match=r'^settle_seconds: must be a number of seconds from 0 to 600; got: '):
-            _settle.check_settle_seconds(value)
-
-
 def test_the_next_step_for_a_quadlet_container_is_its_unit():
     record = {'pid': 5, 'ppid': 4, 'container': {'runtime': 'podman', 'id': 'cd' * 32, 'confirmed': True,
                                                  'systemd_unit': 'serve.service'}}
