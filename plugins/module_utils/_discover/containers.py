@@ -27,8 +27,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# The command line tool of each runtime that can confirm a container.
-RUNTIME_CLIS = {'docker': 'docker', 'podman': 'podman', 'containerd': 'nerdctl'}
+from .._host.commands import RUNTIME_CLIS, container_inspect, container_top
 
 SYSTEMD_UNIT_LABEL = 'PODMAN_SYSTEMD_UNIT'
 # One line, tab-separated: the same Go template for docker, podman and nerdctl.
@@ -36,18 +35,6 @@ INSPECT_FORMAT = '\t'.join((
     '{{.Id}}', '{{.Name}}', '{{.Config.Image}}', '{{.State.Pid}}', '{{.HostConfig.RestartPolicy.Name}}',
     '{{index .Config.Labels "%s"}}' % SYSTEMD_UNIT_LABEL))
 INSPECT_FIELDS = ('id', 'name', 'image', 'main_pid', 'restart_policy', 'label_unit')
-
-
-def inspect_command(cli, container_id):
-    # ``container inspect``: an image, volume or network of that name is no container.
-    return [cli, 'container', 'inspect', '--format', INSPECT_FORMAT, container_id]
-
-
-def top_command(cli, container_id):
-    """The runtime's own list of the container's processes, as host PIDs (a header line first)."""
-    if cli == 'podman':
-        return [cli, 'container', 'top', container_id, 'hpid']
-    return [cli, 'container', 'top', container_id, '-o', 'pid']
 
 
 def _int(value):
@@ -58,7 +45,7 @@ def _int(value):
 
 
 def parse_inspect(out):
-    """A dict of ``INSPECT_FIELDS`` from ``inspect_command``'s output (``main_pid`` None when no number)."""
+    """A dict of ``INSPECT_FIELDS`` from ``container inspect``'s output (``INSPECT_FORMAT``) (``main_pid`` None when no number)."""
     line = (out or '').strip('\n').split('\n')[0]
     values = line.split('\t')
     values += [''] * (len(INSPECT_FIELDS) - len(values))
@@ -72,7 +59,7 @@ def parse_inspect(out):
 
 
 def parse_top(out):
-    """The PIDs of ``top_command``'s output (the header and anything else that is no number skipped)."""
+    """The PIDs of ``container top``'s output (the header and anything else that is no number skipped)."""
     return set(pid for pid in (_int(line.strip()) for line in (out or '').splitlines()) if pid)
 
 
@@ -112,7 +99,7 @@ class Inspector:
         if not cli:
             return None, '%s is not installed, so the container cannot be confirmed' % RUNTIME_CLIS.get(
                 runtime, runtime)
-        rc, out, err = self.run(inspect_command(cli, container_id))
+        rc, out, err = self.run(container_inspect(cli, container_id, INSPECT_FORMAT))
         if rc != 0:
             return None, '%s knows no container %s (%s)' % (cli, container_id[:12], err.strip() or 'rc %d' % rc)
         info = parse_inspect(out)
@@ -133,7 +120,7 @@ class Inspector:
         if outside:
             key = (runtime, container_id)
             if key not in self._tops:
-                rc, out, err = self.run(top_command(cli, container_id))
+                rc, out, err = self.run(container_top(cli, container_id))
                 self._tops[key] = (parse_top(out), None) if rc == 0 else (
                     set(), '%s cannot list the processes of container %s (%s)' % (
                         cli, container_id[:12], err.strip() or 'rc %d' % rc))

@@ -20,7 +20,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 from collections import namedtuple
 
 from .._discover import containers as _containers
@@ -28,6 +27,7 @@ from .._discover import visibility as _visibility
 from .._discover.holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
 from .._host.proctree import ancestors as live_ancestors
 from .._base.checks import check_lists, check_timeout, convert_seconds
+from .._host.commands import RUNTIME_CLIS, command_runner
 from .._host.nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, read_inventory
 from .._discover.protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from .._discover.selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
@@ -37,7 +37,6 @@ NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
 
 # A systemctl or container runtime call that takes longer than this (a wedged
 # PID 1 or daemon) is cut short; a container stop gets its grace on top.
-COMMAND_TIMEOUT = 30
 
 # List options whose entries are shell-style globs, in every module that has them.
 GLOB_OPTIONS = ('protect', 'protect_units', 'unprotect', 'systemd_units', 'units')
@@ -124,26 +123,6 @@ def select_gpus(view, params, **fields):
         raise Failure(str(exc), nvml_available=view.available, **fields)
 
 
-def command_runner(host, extra_seconds=0, seconds_left=None):
-    """``run(argv) -> (rc, out, err)``, bounded by coreutils' timeout where it is installed.
-
-    ``seconds_left()``: the time left to a deadline the caller was given; a command then gets no more than
-    that (and at least 1 s).
-    """
-    timeout = host.get_bin_path('timeout')
-
-    def run(argv):
-        seconds = COMMAND_TIMEOUT + int(extra_seconds)
-        if seconds_left is not None:
-            seconds = max(1, min(seconds, int(math.ceil(seconds_left()))))
-        bounded = [timeout, '--kill-after=5', str(seconds)] + argv if timeout else argv
-        rc, out, err = host.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
-        if timeout and rc in (124, 137):
-            return rc, out, '%s did not answer within %d s' % (' '.join(argv), seconds)
-        return rc, out, err
-    return run
-
-
 def read_cgroup_text(pid):
     with open('/proc/%d/cgroup' % pid) as handle:
         return handle.read()
@@ -157,12 +136,12 @@ def container_identifier(host, seconds_left=None):
 
     def identify(records):
         wanted = set((record.get('container') or {}).get('runtime') for record in records)
-        if not wanted & set(_containers.RUNTIME_CLIS):
+        if not wanted & set(RUNTIME_CLIS):
             return
         if 'inspector' not in inspectors:
             # One per module run: each container is asked about once, however often the GPUs are polled.
             runtimes = dict((runtime, cli if host.get_bin_path(cli) else None)
-                            for runtime, cli in _containers.RUNTIME_CLIS.items())
+                            for runtime, cli in RUNTIME_CLIS.items())
             run = command_runner(host, seconds_left=seconds_left)
             inspectors['inspector'] = _containers.Inspector(run, runtimes, live_ancestors)
         inspector = inspectors['inspector']

@@ -28,13 +28,13 @@ import time
 from .module_harness import (
     Failure,
     check_options,
-    command_runner,
     container_identifier,
     find_holders,
     open_view,
     read_cgroup_text,
     select_gpus,
 )
+from .._host.commands import RUNTIME_CLIS, command_runner, systemctl_list_unit_files, systemctl_list_units
 from .._host.controller import ControllerWatch
 from .._release.escalation import Escalation
 from .._host.lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
@@ -48,7 +48,6 @@ from .._host.proctree import self_and_ancestors
 from .._discover.protection import protection_of
 from .._release.report import shape_result
 from .._sources.registry import (
-    RUNTIME_CLIS,
     find_sources,
     leftover_lines,
     parent_entries,
@@ -58,9 +57,7 @@ from .._sources.registry import (
     stop_sources,
 )
 from .._plan.unit_audit import parse_list_units
-from .._plan.filter_warnings import containers_here, filter_warnings, list_unit_files_command, list_units_command
-
-SYSTEMCTL_TIMEOUT = 30
+from .._plan.filter_warnings import containers_here, filter_warnings
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
 SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout', 'lock_timeout')
@@ -73,14 +70,11 @@ def known_units(host, patterns):
     if not systemctl:
         host.warn('systemd_units: systemctl is not installed here, so the unit names were not checked')
         return None
-    timeout = host.get_bin_path('timeout')
+    run = command_runner(host)
     names = []
     # list-unit-files exits with 1 when nothing matches.
-    for command, good in ((list_units_command(patterns), (0,)), (list_unit_files_command(patterns), (0, 1))):
-        argv = [systemctl] + command[1:]
-        if timeout:
-            argv = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv
-        rc, out, err = host.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+    for command, good in ((systemctl_list_units(patterns), (0,)), (systemctl_list_unit_files(patterns), (0, 1))):
+        rc, out, err = run([systemctl] + command[1:])
         if rc not in good:
             host.warn('systemd_units: the unit names were not checked (%s: rc=%d %s)'
                       % (' '.join(command[:2]), rc, err.strip()))

@@ -31,16 +31,6 @@ from .._host.cgroup import read_cgroup
 from .._host.procfs import PROC_ROOT, iter_pids
 
 
-def list_units_command(patterns):
-    """The argv that lists the loaded units matching any of ``patterns``."""
-    return ['systemctl', 'list-units', '--all', '--plain', '--no-legend', '--full', '--'] + list(patterns)
-
-
-def list_unit_files_command(patterns):
-    """The argv that lists the installed unit files matching any of ``patterns`` (a stopped unit may be unloaded)."""
-    return ['systemctl', 'list-unit-files', '--no-legend', '--full', '--'] + list(patterns)
-
-
 def unknown_users(users, getpwnam=pwd.getpwnam):
     """The names in ``users`` with no passwd entry (numeric UIDs are never unknown)."""
     unknown = []

@@ -44,24 +44,6 @@ _SPAN_FACTORS = dict(_SPAN_UNITS)
 _SPAN_PART = re.compile(r'(\d+(?:\.\d+)?)\s*([a-z]*)')
 
 
-def show_command(units):
-    """The argv that reads every property the audit needs, for these units."""
-    return ['systemctl', 'show', '--property=' + ','.join(SHOW_PROPERTIES), '--'] + list(units)
-
-
-def list_units_command(pattern):
-    """The argv that expands a unit name or glob to the loaded units it matches."""
-    return ['systemctl', 'list-units', '--all', '--plain', '--no-legend', '--full', '--', pattern]
-
-
-def list_unit_files_command(pattern):
-    """The argv that expands a unit name or glob to the installed unit files it matches.
-
-    A stopped unit may be unloaded, so list-units alone can miss it.
-    """
-    return ['systemctl', 'list-unit-files', '--no-legend', '--full', '--', pattern]
-
-
 def is_glob(pattern):
     """Whether a unit pattern needs expanding."""
     return any(char in pattern for char in '*?[')

@@ -51,7 +51,8 @@ __metaclass__ = type
 import fnmatch
 import os
 
-from .._discover.containers import RUNTIME_CLIS, Inspector
+from .._discover.containers import Inspector
+from .._host.commands import RUNTIME_CLIS, container_no_restart, container_stop, systemctl_show, systemctl_stop
 from .._host.proctree import ancestors as live_ancestors
 from .._plan.unit_audit import parse_show
 
@@ -133,16 +134,6 @@ def system_service(cgroup_text):
     return None
 
 
-def show_units_command(units):
-    return ['systemctl', 'show', '--property=' + ','.join(UNIT_PROPERTIES), '--'] + sorted(units)
-
-
-def stop_unit_command(unit):
-    # --no-block: a stop that waits for a holder ignoring SIGTERM would take TimeoutStopSec; the
-    # ladder deals with the holders, the queued stop job keeps Restart= from bringing them back.
-    return ['systemctl', 'stop', '--no-block', '--', unit]
-
-
 def unit_is_live(properties):
     return (properties.get('LoadState') == 'loaded'
             and (properties.get('ActiveState') in LIVE_STATES or properties.get('SubState') == 'auto-restart'))
@@ -176,18 +167,6 @@ def confirm_container(cli, container, pids, run, ancestors):
     if not found['confirmed']:
         return None, found['reason']
     return found['restart_policy'], None
-
-
-def stop_container_command(cli, container_id, seconds):
-    return [cli, 'stop', '--time', str(int(max(0, round(seconds)))), container_id]
-
-
-def no_restart_command(cli, container_id):
-    """docker (and nerdctl) restart an ``always`` container when the daemon restarts, even after a
-    manual stop: its policy is cleared first. podman ignores the policy after ``podman stop``."""
-    if cli == 'podman':
-        return None
-    return [cli, 'update', '--restart=no', container_id]
 
 
 def judge_container(container, policy, holder_pids, scope_containers, matches):
@@ -327,7 +306,7 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
             continue
         confirmed.append((found, pids))
     if units:
-        rc, out, err = run(show_units_command(units))
+        rc, out, err = run(systemctl_show(sorted(units), UNIT_PROPERTIES))
         if rc != 0:
             plan.warnings.append('cannot read the units of the holders (%s): they are not stopped'
                                  % (err.strip() or 'rc %d' % rc))
@@ -349,15 +328,15 @@ def stop_sources(plan, run, stop_seconds=10.0):
     """Stop every in-scope unit and container of ``plan``; record the outcome in each entry's ``action``."""
     for item in plan.to_stop():
         if item['kind'] == KIND_UNIT:
-            argv = stop_unit_command(item['unit'])
+            argv = systemctl_stop(item['unit'])
         else:
             container = item['container']
             cli = RUNTIME_CLIS[container['runtime']]
-            no_restart = no_restart_command(cli, container['id'])
+            no_restart = container_no_restart(cli, container['id'])
             if no_restart:
                 # A failure here still leaves the stop to do; the stop's own result is what counts.
                 run(no_restart)
-            argv = stop_container_command(cli, container['id'], stop_seconds)
+            argv = container_stop(cli, container['id'], stop_seconds)
         rc, dummy, err = run(argv)
         item['action'] = 'stopped' if rc == 0 else 'stop failed: %s' % (err.strip() or 'rc %d' % rc)
 

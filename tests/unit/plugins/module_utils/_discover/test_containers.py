@@ -10,6 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import containers as _containers
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import commands as _commands
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import TableRunner
 
 C = 'cd' * 32
@@ -25,8 +26,8 @@ def inspected(main_pid, policy='always', name='vllm', image='localhost/vllm:late
 
 
 def test_the_inspect_command_is_one_template_for_every_runtime():
-    assert _containers.inspect_command('podman', C) == PODMAN_INSPECT
-    assert _containers.inspect_command('docker', C) == DOCKER_INSPECT
+    assert _commands.container_inspect('podman', C, _containers.INSPECT_FORMAT) == PODMAN_INSPECT
+    assert _commands.container_inspect('docker', C, _containers.INSPECT_FORMAT) == DOCKER_INSPECT
 
 
 @pytest.mark.parametrize('out, expected', [

@@ -14,6 +14,7 @@ import functools
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import commands as _commands
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
 from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import Failure
@@ -199,7 +200,7 @@ def test_container_identifier_confirms_through_the_runtime_under_a_deadline(monk
     host = BinHost([(0, '%s\tvllm\tlocalhost/vllm:latest\t500\talways\t<no value>\n' % ident, '')])
     records = [{'pid': 500, 'container': {'runtime': 'podman', 'id': ident}}, {'pid': 9, 'container': None}]
     _discovery.container_identifier(host)(records)
-    assert host.calls[0][:4] == ['/usr/bin/timeout', '--kill-after=5', str(_discovery.COMMAND_TIMEOUT), 'podman']
+    assert host.calls[0][:4] == ['/usr/bin/timeout', '--kill-after=5', str(_commands.COMMAND_TIMEOUT), 'podman']
     assert records[0]['container']['confirmed'] and records[0]['container']['name'] == 'vllm'
     # Polled again (the proof polls): each container is asked about once per module run.
     identify = _discovery.container_identifier(BinHost([(0, '%s\tvllm\timg\t500\talways\t\n' % ident, '')]))
@@ -252,11 +253,3 @@ def test_answer_turns_a_failure_into_fail_json():
     with pytest.raises(Ended):
         _discovery.answer(module, flow)
     assert module.ended == ('fail', {'msg': 'gpus[0]: no GPU matches', 'nvml_available': True})
-
-
-@pytest.mark.parametrize('left, seconds', [(None, 30), (100.0, 30), (7.2, 8), (0.3, 1), (-4.0, 1)])
-def test_a_command_gets_no_more_than_the_callers_deadline_leaves(left, seconds):
-    host = BinHost([(0, 'ok', '')])
-    run = _discovery.command_runner(host, seconds_left=None if left is None else (lambda: left))
-    assert run(['podman', 'ps']) == (0, 'ok', '')
-    assert host.calls == [['/usr/bin/timeout', '--kill-after=5', str(seconds), 'podman', 'ps']]

@@ -33,11 +33,6 @@ def test_unmatched_units_takes_globs():
         'vlm.service', 'sglang-*']
 
 
-def test_list_units_command_lists_every_pattern_at_once():
-    assert _unmatched.list_units_command(['a.service', 'b-*']) == [
-        'systemctl', 'list-units', '--all', '--plain', '--no-legend', '--full', '--', 'a.service', 'b-*']
-
-
 def test_containers_here_reads_every_cgroup(tmp_path):
     proc_root = _fake_proc(tmp_path, {
         100: '0::/system.slice/docker-%s.scope\n' % DOCKER_ID,
@@ -71,8 +66,3 @@ def test_filter_warnings_name_the_option_and_value():
 def test_filter_warnings_without_a_look_say_nothing_of_units_and_containers():
     assert _unmatched.filter_warnings(units=['x.service'], containers=['c'], loaded_units=None,
                                       host_containers=None) == []
-
-
-def test_list_unit_files_command_lists_every_pattern_at_once():
-    assert _unmatched.list_unit_files_command(['a.service', 'b-*']) == [
-        'systemctl', 'list-unit-files', '--no-legend', '--full', '--', 'a.service', 'b-*']

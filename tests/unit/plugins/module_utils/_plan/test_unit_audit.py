@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import commands as _commands
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import unit_audit as _units
 
 # Captured from systemd 252 (`systemctl show --property=... a.service b.service`).
@@ -37,7 +38,7 @@ def holder(pid, unit=None, kind='compute'):
 
 
 def test_show_command_names_every_property():
-    argv = _units.show_command(['a.service'])
+    argv = _commands.systemctl_show(['a.service'], _units.SHOW_PROPERTIES)
     assert argv[:2] == ['systemctl', 'show']
     assert argv[-2:] == ['--', 'a.service']
     for name in ('KillMode', 'TimeoutStopUSec', 'SendSIGKILL', 'MainPID', 'ControlGroup'):
@@ -147,7 +148,6 @@ def test_is_glob(pattern, expected):
 def test_unit_file_listing_is_parsed_like_unit_listing():
     text = 'vllm-a.service enabled enabled\nvllm-b.service disabled enabled\n'
     assert _units.parse_list_units(text) == ['vllm-a.service', 'vllm-b.service']
-    assert _units.list_unit_files_command('vllm-*')[:2] == ['systemctl', 'list-unit-files']
 
 
 # A hardened unit that `systemctl edit` later put back to KillMode=process.
