@@ -19,7 +19,7 @@ How the two views are combined
   context keeps its fds open, so by default (``maps="nvml"``) the full maps
   scan is not done; ``maps="all"`` does it and ``maps="none"`` never reads
   maps. A maps read takes the process's mmap lock, so the maps are read
-  within ``read_timeout`` (``_procread.read_maps``), like the titles.
+  within ``read_timeout`` (``slow_reads.read_maps``), like the titles.
 
 Full records (psutil's create_time, user, title, executable, cgroup) are built
 only for the holders found, never for every process.
@@ -41,6 +41,7 @@ from .._host import procfs as _procfs
 from .._host import slow_reads as _procread
 from . import visibility as _visibility
 from .._host.proctree import self_and_ancestors
+from .snapshot import Snapshot
 from .protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
@@ -63,61 +64,6 @@ MAPS_MODES = ('none', 'nvml', 'all')
 
 # Parents that adopt orphans besides PID 1 (user managers are subreapers).
 SUBREAPER_NAMES = ('systemd',)
-
-
-class Snapshot:
-    """The result of one discovery.
-
-    ``gpus``: GPU records (scoped to the selected GPUs), ``holders``: holder
-    records sorted by PID, ``unreadable``: how many processes could not be
-    inspected, ``unreadable_pids``: which, ``warnings``: text for the user.
-    """
-
-    def __init__(self, gpus, holders, unreadable_pids, warnings, nvml_available,
-                 driver_version=None, vanished=0, contexts=(), foreign_pids=()):
-        self.gpus = gpus
-        # PIDs NVML lists that no process here has, nor a dead creator whose keeper is here.
-        self.foreign_pids = sorted(foreign_pids)
-        # Contexts whose creator is gone (``_keepers.attribute``), with their keepers.
-        self.contexts = list(contexts)
-        self.holders = holders
-        self.unreadable_pids = sorted(unreadable_pids)
-        self.unreadable = len(self.unreadable_pids)
-        self.warnings = warnings
-        self.nvml_available = nvml_available
-        self.driver_version = driver_version
-        self.vanished = vanished
-
-    def summary(self):
-        """``8 GPUs, 9 holders (8 compute, 1 client), 768 GiB held``.
-
-        The memory is what the holders hold on the selected GPUs: a holder in
-        scope may hold memory on other GPUs too, which is not counted here.
-        """
-        compute = sum(1 for holder in self.holders if holder['kind'] == 'compute')
-        client = len(self.holders) - compute
-        selected = set(str(gpu['index']) for gpu in self.gpus)
-        memory_mib = sum(mib or 0 for holder in self.holders
-                         for index, mib in holder['gpu_memory_mib'].items() if index in selected)
-        memory_mib += sum(context['memory_mib'] for context in self.contexts
-                          if context['keepers'] and str(context['gpu']) in selected)
-        return '%s, %s (%d compute, %d client), %s held' % (
-            _plural(len(self.gpus), 'GPU'), _plural(len(self.holders), 'holder'),
-            compute, client, format_mib(memory_mib))
-
-
-def _plural(count, word):
-    return '%d %s%s' % (count, word, '' if count == 1 else 's')
-
-
-def format_mib(mib):
-    """``768 GiB``, ``1.5 GiB`` or ``600 MiB``."""
-    if mib >= 1024:
-        gib = mib / 1024.0
-        if gib == int(gib):
-            return '%d GiB' % gib
-        return '%.1f GiB' % gib
-    return '%d MiB' % mib
 
 
 def classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available=False):

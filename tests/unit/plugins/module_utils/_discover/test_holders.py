@@ -77,12 +77,6 @@ def test_classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available, kind):
     assert _holders.classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available) == kind
 
 
-@pytest.mark.parametrize('mib, text', [(0, '0 MiB'), (615, '615 MiB'), (1024, '1 GiB'), (1536, '1.5 GiB'),
-                                       (786432, '768 GiB')])
-def test_format_mib(mib, text):
-    assert _holders.format_mib(mib) == text
-
-
 # --- discovery with real child processes ------------------------------------------
 
 def nvml_view(dev_dir_count=4, processes=None):

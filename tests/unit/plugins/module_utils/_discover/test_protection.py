@@ -30,11 +30,9 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protectio
     is_protected_unit,
     judge,
     judge_record,
-    names_of,
     never_supervisor,
     protection,
     protection_of,
-    script_of,
     unknown_unprotect,
 )
 
@@ -74,37 +72,6 @@ def test_the_usual_unit_names_are_protected():
     for unit in ('nvidia-persistenced.service', 'nvidia-dcgm.service', 'dcgm-exporter.service',
                  'nvidia-fabricmanager.service'):
         assert unit in DEFAULT_PROTECTED_UNITS
-
-
-# --- names ------------------------------------------------------------------------
-
-@pytest.mark.parametrize('title, expected', [
-    ('python3 /usr/bin/dcgm-exporter --port 9400', 'dcgm-exporter'),
-    ('python3 -u -X dev /opt/exporter/dcgm-exporter', 'dcgm-exporter'),
-    ('python3 -m dcgm_exporter', 'dcgm_exporter'),
-    ("python3 -c 'import x'", None),
-    ('python3', None),
-    ('', None),
-    (None, None),
-])
-def test_script_of(title, expected):
-    assert script_of(title) == expected
-
-
-@pytest.mark.parametrize('exe, comm, title, expected', [
-    # The executable decides; the title is not a name.
-    ('/usr/bin/nv-hostengine', 'nv-hostengine', 'VLLM::Worker_TP0', [('nv-hostengine', 'executable')]),
-    # An interpreter adds its script.
-    ('/usr/bin/python3.11', 'python3', 'python3 /usr/bin/dcgm-exporter',
-     [('python3.11', 'executable'), ('dcgm-exporter', 'script')]),
-    # Unreadable executable: the command's first word and comm.
-    (None, 'nvidia-persiste', '/usr/bin/nvidia-persistenced --user nvidia-persistenced',
-     [('nvidia-persistenced', 'command'), ('nvidia-persiste', 'comm')]),
-    (None, 'python3', 'python3 /usr/bin/dcgm-exporter',
-     [('python3', 'command'), ('python3', 'comm'), ('dcgm-exporter', 'script')]),
-])
-def test_names_of(exe, comm, title, expected):
-    assert names_of(exe, comm, title) == expected
 
 
 # --- protection ---------------------------------------------------------------------
@@ -515,13 +482,3 @@ def test_a_protected_program_that_nvml_lists_with_compute_memory_is_suspicious(t
     assert judge_record(record) == (
         False, None, 'it would be protected (default protected executable nv-hostengine), but NVML lists it as a '
                      'compute process holding 24576 MiB, which the GPU services never do: not protected')
-
-
-def test_untrusted_file_follows_links_only_root_could_have_made(tmp_path):
-    assert _protection.untrusted_file('/bin/sh') is None  # /bin is a link on merged-/usr systems
-    assert 'does not exist' in _protection.untrusted_file('/nonexistent/program')
-    assert 'is not absolute' in _protection.untrusted_file('bin/sh')
-    if os.geteuid() == 0:
-        folder = root_folder(str(tmp_path / 'open'), mode=0o777)
-        os.symlink('/bin/sh', os.path.join(folder, 'sh'))
-        assert 'open is writable by others (mode 0777)' in _protection.untrusted_file(os.path.join(folder, 'sh'))
