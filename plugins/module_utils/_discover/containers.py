@@ -137,7 +137,7 @@ class Inspector:
         """The container record for holders ``pids`` whose cgroup names ``container``.
 
         ``cgroup_unit`` is the system manager's ``.service`` the holders'
-        cgroup lies under (``_sources.system_service``), or None.
+        cgroup lies under (``_sources.systemd_unit.system_service``), or None.
         """
         runtime, container_id = container.get('runtime'), container.get('id') or ''
         record = dict(container)

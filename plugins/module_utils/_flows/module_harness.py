@@ -31,7 +31,7 @@ from .._host.commands import RUNTIME_CLIS, command_runner
 from .._host.nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, read_inventory
 from .._discover.protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from .._discover.selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
-from .._sources.registry import system_service
+from .._sources.systemd_unit import system_service
 
 NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
 

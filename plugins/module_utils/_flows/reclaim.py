@@ -47,15 +47,9 @@ from .._release.prober import parent_processes
 from .._host.proctree import self_and_ancestors
 from .._discover.protection import protection_of
 from .._release.report import shape_result
-from .._sources.registry import (
-    find_sources,
-    leftover_lines,
-    parent_entries,
-    planned_actions,
-    pod_entries,
-    pod_reason,
-    stop_sources,
-)
+from .._sources.parent import parent_entries
+from .._sources.pod import pod_entries, pod_reason
+from .._sources.registry import find_sources, leftover_lines, planned_actions, stop_sources
 from .._plan.unit_audit import parse_list_units
 from .._plan.filter_warnings import containers_here, filter_warnings
 

@@ -3,43 +3,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""What can start a released holder again, and what the release does about it.
+"""What can start a released holder again, and what the release does about it: the registry of source kinds.
 
-Releasing a holder without what restarts it is no release: the GPU is taken
-back a few seconds after it was proven free. For every targeted holder this
-file finds its sources besides its parent (``_parents``):
+Releasing a holder without what restarts it is no release: the GPU is taken back a few seconds after it was
+proven free. Each kind of source is one file of this package, listed in ``KINDS``: ``parent``
+(``parent.py``), ``systemd`` (``systemd_unit.py``), ``container`` (``container.py``) and ``pod``
+(``pod.py``), each with its detection, its stop, its label, its metric name and its next step.
 
-``systemd``
-    the system manager's ``.service`` that owns the holder (its cgroup) and
-    is still active, activating or waiting to auto-restart. Never a login
-    session's scope, ``user@.service`` or anything under it, nor a unit that
-    holds this module's own lineage. In scope (``systemd_units`` empty or
-    matching), it is stopped through systemd (``systemctl stop --no-block``,
-    while its parents are frozen and before any holder is signalled), so
-    that ``Restart=`` cannot bring it back; otherwise it is named.
-
-``container``
-    a docker, podman or containerd (``nerdctl``) container with a restart
-    policy, never the one this module runs in. A cgroup path only names a
-    candidate (and never one under a user manager or a user slice, where any
-    user names scopes as they like: ``_host.cgroup.container_from_path``): before
-    anything is done, the runtime itself must confirm that the container
-    exists and that the holder is one of its processes (the container's main
-    process or a descendant of it, or in the runtime's own list of its
-    processes, ``top``). Otherwise the entry's action is ``not a container
-    source``, with the reason, and nothing is asked of the runtime again. In
-    scope (``containers`` empty or matching) it is stopped through its
-    runtime; otherwise named.
-
-``pod``
-    a Kubernetes pod: kubelet restarts it whatever is done on the host. Its
-    holders are skipped unless ``release_pods`` is set (``_escalation``);
-    when they are released, the entry says that kubelet will restart it.
-
-Each entry of the ``sources`` list has ``kind`` (``parent``, ``systemd``,
-``container``, ``pod``), ``pid``, ``title``, ``unit``, ``container``,
-``pod``, ``holder_pids``, ``action`` and ``reason``. Deciding is pure; the
-commands go through an injected ``run(argv) -> (rc, out, err)``.
+``find_sources`` finds, for every targeted holder, its units and containers (its parent is the release's
+business, ``_plan.parents``); ``stop_sources`` stops those in scope; ``leftover_lines`` says what can still
+start a holder. Each entry of the ``sources`` list has ``kind``, ``pid``, ``title``, ``unit``, ``container``,
+``pod``, ``holder_pids``, ``action`` and ``reason`` (``kind.entry``). Deciding is pure; the commands go through
+an injected ``run(argv) -> (rc, out, err)``.
 
 This file imports nothing from Ansible.
 """
@@ -48,183 +23,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import fnmatch
-import os
-
 from .._discover.containers import Inspector
-from .._host.commands import RUNTIME_CLIS, container_no_restart, container_stop, systemctl_show, systemctl_stop
+from .._host.commands import RUNTIME_CLIS, systemctl_show
 from .._host.proctree import ancestors as live_ancestors
 from .._plan.unit_audit import parse_show
+from . import container as _container
+from . import parent as _parent
+from . import pod as _pod
+from . import systemd_unit as _systemd_unit
+from .kind import LEAVE, STOP
 
 try:
     from .._host.cgroup import parse_cgroup
 except ImportError:  # pragma: no cover
     parse_cgroup = None
 
-KIND_PARENT = 'parent'
-KIND_UNIT = 'systemd'
-KIND_CONTAINER = 'container'
-KIND_POD = 'pod'
-
-STOP = 'stop'
-LEAVE = 'leave'
-# A cgroup path named a container, and its runtime did not confirm it.
-UNCONFIRMED = 'not a container source'
-
-UNIT_PROPERTIES = ('Id', 'LoadState', 'ActiveState', 'SubState', 'Restart', 'MainPID')
-# A unit in one of these states can still start (or keeps) a holder.
-LIVE_STATES = ('active', 'activating', 'reloading')
-
-NO_RESTART = ('', 'no', 'none')
-
-PODS_LOG_DIR = '/var/log/pods'
-
-
-def pod_reason(pod_uid, pods_dir=PODS_LOG_DIR):
-    """Why a pod's holder is left alone, with its namespace and name where the host can tell."""
-    reason = 'managed by Kubernetes pod %s: drain the node' % pod_uid
-    named = pod_names(pods_dir).get(pod_uid)
-    if named:
-        reason += ' (namespace %s, pod %s)' % named
-    return reason
-
-
-def pod_names(pods_dir=PODS_LOG_DIR):
-    """``{uid: (namespace, name)}`` from kubelet's log directories ``<namespace>_<name>_<uid>``."""
-    names = {}
-    try:
-        entries = os.listdir(pods_dir)
-    except OSError:
-        return names
-    for entry in entries:
-        parts = entry.split('_')
-        if len(parts) >= 3:
-            names[parts[-1]] = (parts[0], '_'.join(parts[1:-1]))
-    return names
-
-
-# -- systemd -------------------------------------------------------------------
-
-def system_service(cgroup_text):
-    """The system manager's ``.service`` a process runs in, from /proc/PID/cgroup, or None.
-
-    The last ``.service`` of the systemd hierarchy's path; None under a user
-    manager (``user@UID.service``) or when the nearest unit is a scope.
-    """
-    path = None
-    for line in (cgroup_text or '').splitlines():
-        parts = line.split(':', 2)
-        if len(parts) != 3:
-            continue
-        if 'name=systemd' in parts[1].split(','):
-            path = parts[2]
-            break
-        if parts[0] == '0' and parts[1] == '' and path is None:
-            path = parts[2]
-    if not path:
-        return None
-    components = [part for part in path.split('/') if part]
-    if any(part.startswith('user@') for part in components):
-        return None
-    for part in reversed(components):
-        if part.endswith('.scope'):
-            return None
-        if part.endswith('.service'):
-            return part
-    return None
-
-
-def unit_is_live(properties):
-    return (properties.get('LoadState') == 'loaded'
-            and (properties.get('ActiveState') in LIVE_STATES or properties.get('SubState') == 'auto-restart'))
-
-
-def judge_unit(unit, properties, holder_pids, scope_units):
-    """The source entry for a unit, or None when it can start nothing any more. Pure."""
-    if not unit_is_live(properties):
-        return None
-    state = '%s/%s' % (properties.get('ActiveState'), properties.get('SubState'))
-    restart = properties.get('Restart') or 'no'
-    if scope_units and not any(fnmatch.fnmatchcase(unit, pattern) for pattern in scope_units):
-        action = LEAVE
-        reason = ('%s (Restart=%s) owns the holders and is outside systemd_units: never stopped; stop it '
-                  '(systemctl stop %s) or add it to the scope' % (state, restart, unit))
-    else:
-        action = STOP
-        reason = '%s (Restart=%s) owns the holders: stopped through systemd so that it cannot start them again' % (
-            state, restart)
-    return entry(KIND_UNIT, unit=unit, holder_pids=holder_pids, action=action, reason=reason,
-                 pid=_int(properties.get('MainPID')) or None)
-
-
-# -- containers ----------------------------------------------------------------
-
-def confirm_container(cli, container, pids, run, ancestors):
-    """``(policy, None)`` when the runtime confirms that every holder in ``pids`` is one of its
-    container's processes, else ``(None, why)`` (``_containers.Inspector``)."""
-    runtime = container.get('runtime') or cli
-    found = Inspector(run, {runtime: cli}, ancestors).confirm(dict(container, runtime=runtime), pids)
-    if not found['confirmed']:
-        return None, found['reason']
-    return found['restart_policy'], None
-
-
-def judge_container(container, policy, holder_pids, scope_containers, matches):
-    """The source entry for a container with ``policy``, or None without a restart policy. Pure.
-
-    ``matches(record, selectors)`` is the scope's container filter.
-    """
-    policy = (policy or '').strip()
-    if policy.lower() in NO_RESTART:
-        return None
-    if scope_containers and not matches({'container': container}, scope_containers):
-        action = LEAVE
-        reason = ('restart policy %s, outside containers: never stopped; stop it (%s stop %s) or add it to '
-                  'the scope' % (policy, RUNTIME_CLIS.get(container.get('runtime'), container.get('runtime')),
-                                 container.get('id', '')[:12]))
-    else:
-        action = STOP
-        reason = 'restart policy %s: stopped through its runtime so that it cannot start them again' % policy
-    return entry(KIND_CONTAINER, container=container, holder_pids=holder_pids, action=action, reason=reason)
-
-
-# -- entries -------------------------------------------------------------------
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def entry(kind, pid=None, title=None, unit=None, container=None, pod=None, holder_pids=(), action=None,
-          reason=None):
-    return {'kind': kind, 'pid': pid, 'title': title, 'unit': unit, 'container': container, 'pod': pod,
-            'holder_pids': sorted(holder_pids), 'action': action, 'reason': reason}
-
-
-def parent_entries(parents):
-    """Source entries for ``_escalation``'s parent results (``outcome`` is the action taken)."""
-    found = []
-    for parent in parents:
-        container = parent.get('container')
-        found.append(entry(KIND_PARENT, pid=parent['pid'], title=parent.get('title'),
-                           unit=parent.get('systemd_unit'), container=container,
-                           pod=(container or {}).get('pod_uid'), holder_pids=parent.get('children') or [],
-                           action=parent.get('outcome'), reason=parent.get('reason')))
-    return found
-
-
-def pod_entries(targets):
-    """One entry per pod whose holders are released anyway (``release_pods``)."""
-    pods = {}
-    for record in targets:
-        pod = (record.get('container') or {}).get('pod_uid')
-        if pod:
-            pods.setdefault(pod, []).append(record['pid'])
-    return [entry(KIND_POD, pod=pod, holder_pids=pids, action='left alone',
-                  reason='released with release_pods: kubelet will restart it; drain the node to keep it away')
-            for pod, pids in sorted(pods.items())]
+# Every kind of source, by the ``kind`` of its entries.
+KINDS = dict((kind.name, kind) for kind in (_parent.KIND, _systemd_unit.KIND, _container.KIND, _pod.KIND))
 
 
 class SourcePlan:
@@ -247,8 +62,9 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
     err)``; ``runtimes`` maps a runtime to its command line tool, or None
     where the tool is not installed (default: every one in
     ``RUNTIME_CLIS``); ``ancestors(pid)`` gives a process's ancestors
-    (``_proctree.ancestors``), which confirm a container's processes.
+    (``_host.proctree.ancestors``), which confirm a container's processes.
     """
+    system_service = _systemd_unit.system_service
     plan = SourcePlan()
     runtimes = RUNTIME_CLIS if runtimes is None else runtimes
     own_units, own_containers = set(), set()
@@ -295,8 +111,7 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
                                   else None)
         if not found['confirmed']:
             why = found['reason']
-            plan.entries.append(entry(KIND_CONTAINER, container=found, holder_pids=pids, action=UNCONFIRMED,
-                                      reason=why + ': not stopped, and nothing else asked of the runtime'))
+            plan.entries.append(_container.unconfirmed(found, pids, why))
             plan.warnings.append('%s container %s is not a source of pid %s: %s' % (
                 runtime, (container_id or '')[:12], ', '.join(str(pid) for pid in sorted(pids)), why))
             continue
@@ -306,7 +121,7 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
             continue
         confirmed.append((found, pids))
     if units:
-        rc, out, err = run(systemctl_show(sorted(units), UNIT_PROPERTIES))
+        rc, out, err = run(systemctl_show(sorted(units), _systemd_unit.UNIT_PROPERTIES))
         if rc != 0:
             plan.warnings.append('cannot read the units of the holders (%s): they are not stopped'
                                  % (err.strip() or 'rc %d' % rc))
@@ -314,30 +129,21 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
             for properties in parse_show(out):
                 unit = properties.get('Id')
                 if unit in units:
-                    found = judge_unit(unit, properties, units[unit], list(scope_units))
+                    found = _systemd_unit.judge_unit(unit, properties, units[unit], list(scope_units))
                     if found:
                         plan.entries.append(found)
     for found, pids in confirmed:
-        judged = judge_container(found, found['restart_policy'], pids, list(scope_containers), container_matches)
+        judged = _container.judge_container(found, found['restart_policy'], pids, list(scope_containers),
+                                            container_matches)
         if judged:
             plan.entries.append(judged)
     return plan
 
 
 def stop_sources(plan, run, stop_seconds=10.0):
-    """Stop every in-scope unit and container of ``plan``; record the outcome in each entry's ``action``."""
+    """Stop every in-scope source of ``plan`` by its kind's stop; record the outcome in each entry's ``action``."""
     for item in plan.to_stop():
-        if item['kind'] == KIND_UNIT:
-            argv = systemctl_stop(item['unit'])
-        else:
-            container = item['container']
-            cli = RUNTIME_CLIS[container['runtime']]
-            no_restart = container_no_restart(cli, container['id'])
-            if no_restart:
-                # A failure here still leaves the stop to do; the stop's own result is what counts.
-                run(no_restart)
-            argv = container_stop(cli, container['id'], stop_seconds)
-        rc, dummy, err = run(argv)
+        rc, err = KINDS[item['kind']].stop(item, run, stop_seconds)
         item['action'] = 'stopped' if rc == 0 else 'stop failed: %s' % (err.strip() or 'rc %d' % rc)
 
 
@@ -351,18 +157,11 @@ def planned_actions(plan, check_mode):
 
 
 def leftover_lines(sources):
-    """One line per source that can still start a holder, with the next step."""
+    """One line per source that can still start a holder, with the next step (its kind's ``leftover``)."""
     lines = []
     for item in sources:
-        action = item.get('action') or ''
-        if item['kind'] == KIND_PARENT and action == 'left alone':
-            lines.append('pid %s (%s), parent of pid %s, was left running (%s); next step: stop it, then run again'
-                         % (item['pid'], item.get('title'), ', '.join(str(p) for p in item['holder_pids']),
-                            item.get('reason')))
-        elif item['kind'] in (KIND_UNIT, KIND_CONTAINER) and action.startswith(('left alone', 'stop failed')):
-            what = item['unit'] if item['kind'] == KIND_UNIT else '%s container %s' % (
-                item['container'].get('runtime'), item['container'].get('id', '')[:12])
-            lines.append('%s can start pid %s again: %s' % (
-                what, ', '.join(str(p) for p in item['holder_pids']), item.get('reason') if action == 'left alone'
-                else action))
+        kind = KINDS.get(item['kind'])
+        line = kind.leftover(item) if kind is not None else None
+        if line:
+            lines.append(line)
     return lines

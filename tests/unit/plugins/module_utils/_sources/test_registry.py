@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import container as _container
+from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import kind as _kind
 from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import registry as _sources
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import build_scope, filter_reason
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import TableRunner
@@ -26,66 +28,8 @@ def inspected(main_pid, policy, container_id=None, name='/vllm', image='localhos
     return '\t'.join((container_id or C, name, image, str(main_pid), policy, unit)) + '\n'
 
 
-@pytest.mark.parametrize('text, unit', [
-    ('1:name=systemd:/system.slice/trainer.service\n0::/system.slice/trainer.service\n', 'trainer.service'),
-    ('0::/system.slice/trainer.service\n', 'trainer.service'),
-    ('0::/system.slice/trainer.service/worker\n', 'trainer.service'),
-    # a login session, a user manager and anything under it never count
-    ('0::/user.slice/user-1000.slice/session-3.scope\n', None),
-    ('0::/user.slice/user-1000.slice/user@1000.service/app.slice/job.service\n', None),
-    ('0::/user.slice/user-1000.slice/user@1000.service\n', None),
-    # a transient scope (systemd-run --scope, a container runtime's scope) is no service
-    ('0::/system.slice/docker-%s.scope\n' % HEX, None),
-    ('0::/\n', None),
-    ('', None),
-])
-def test_system_service(text, unit):
-    assert _sources.system_service(text) == unit
-
-
-def props(unit, active='active', sub='running', restart='always', main='400'):
-    return {'Id': unit, 'LoadState': 'loaded', 'ActiveState': active, 'SubState': sub, 'Restart': restart,
-            'MainPID': main}
-
-
-@pytest.mark.parametrize('properties, scope_units, action', [
-    (props('t.service'), [], _sources.STOP),
-    (props('t.service', active='activating', sub='auto-restart'), [], _sources.STOP),
-    (props('t.service'), ['t*.service'], _sources.STOP),
-    (props('t.service'), ['other.service'], _sources.LEAVE),
-    (props('t.service', active='inactive', sub='dead'), [], None),
-    (props('t.service', active='failed', sub='failed'), [], None),
-    (dict(props('t.service'), LoadState='not-found'), [], None),
-])
-def test_judge_unit(properties, scope_units, action):
-    found = _sources.judge_unit(properties['Id'], properties, [50], scope_units)
-    if action is None:
-        assert found is None
-    else:
-        assert found['action'] == action and found['kind'] == 'systemd' and found['unit'] == 't.service'
-        assert found['holder_pids'] == [50] and found['pid'] == 400
-        assert 'Restart=always' in found['reason']
-
-
 def matches(record, selectors):
     return filter_reason(record, build_scope([], containers=selectors)) is None
-
-
-@pytest.mark.parametrize('policy, scope_containers, action', [
-    ('always', [], _sources.STOP),
-    ('unless-stopped\n', [HEX[:12]], _sources.STOP),
-    ('on-failure', ['docker'], _sources.STOP),
-    ('always', ['podman'], _sources.LEAVE),
-    ('no', [], None),
-    ('', [], None),
-])
-def test_judge_container(policy, scope_containers, action):
-    container = {'runtime': 'docker', 'id': HEX}
-    found = _sources.judge_container(container, policy, [50], scope_containers, matches)
-    if action is None:
-        assert found is None
-    else:
-        assert found['action'] == action and found['container'] == container
 
 
 class Runner:
@@ -162,32 +106,10 @@ def test_missing_runtime_and_failing_show_are_warnings_not_actions():
 
 def test_planned_actions_in_check_mode_and_without_a_release():
     plan = _sources.SourcePlan()
-    plan.entries = [_sources.entry('systemd', unit='a.service', action='stop'),
-                    _sources.entry('container', container={'runtime': 'docker', 'id': HEX}, action='leave')]
+    plan.entries = [_kind.entry('systemd', unit='a.service', action='stop'),
+                    _kind.entry('container', container={'runtime': 'docker', 'id': HEX}, action='leave')]
     _sources.planned_actions(plan, check_mode=True)
     assert [e['action'] for e in plan.entries] == ['would be stopped', 'left alone']
-
-
-def test_pods_named_from_kubelet_logs(tmp_path):
-    (tmp_path / 'ml_trainer-0_1234').mkdir()
-    assert _sources.pod_reason('1234', str(tmp_path)) == (
-        'managed by Kubernetes pod 1234: drain the node (namespace ml, pod trainer-0)')
-    assert _sources.pod_reason('99', str(tmp_path)) == 'managed by Kubernetes pod 99: drain the node'
-    assert _sources.pod_reason('99', str(tmp_path / 'missing')) == 'managed by Kubernetes pod 99: drain the node'
-    entries = _sources.pod_entries([record(80, {'runtime': 'containerd', 'id': HEX, 'pod_uid': '1234'})])
-    assert entries[0]['pod'] == '1234' and 'kubelet will restart it' in entries[0]['reason']
-
-
-def test_parent_entries_and_leftovers():
-    parents = [{'pid': 100, 'title': 'bash -c loop', 'children': [50], 'systemd_unit': None, 'container': None,
-                'outcome': 'left alone', 'reason': 'outside the scope filters (title does not match): never signalled'},
-               {'pid': 101, 'title': 'sv', 'children': [51], 'systemd_unit': 'a.service', 'container': None,
-                'outcome': 'frozen and killed', 'reason': 'x'}]
-    entries = _sources.parent_entries(parents)
-    assert [(e['kind'], e['pid'], e['unit'], e['action']) for e in entries] == [
-        ('parent', 100, None, 'left alone'), ('parent', 101, 'a.service', 'frozen and killed')]
-    lines = _sources.leftover_lines(entries)
-    assert len(lines) == 1 and lines[0].startswith('pid 100 (bash -c loop), parent of pid 50, was left running')
 
 
 # --- containers from facts: the runtime confirms the container and its process ---------------
@@ -241,7 +163,7 @@ CONFIRM_CASES = [
 @pytest.mark.parametrize('case', CONFIRM_CASES, ids=[case['id'] for case in CONFIRM_CASES])
 def test_confirm_container(case):
     run = TableRunner(case['commands'])
-    policy, why = _sources.confirm_container(case['cli'], {'runtime': case['cli'], 'id': C}, case['pids'], run,
+    policy, why = _container.confirm_container(case['cli'], {'runtime': case['cli'], 'id': C}, case['pids'], run,
                                              lambda pid: case['parents'].get(pid, []))
     assert run.expected == [], 'commands not run: %s' % run.expected
     if 'policy' in case:
@@ -291,5 +213,5 @@ def test_the_real_process_tree_confirms_a_descendant(spawned):
     # This test's own child: its ancestors, read from /proc, include this process.
     child = spawned('import time; time.sleep(30)')
     run = TableRunner([(DOCKER_INSPECT, (0, inspected(os.getpid(), 'always'), ''))])
-    assert _sources.confirm_container('docker', {'runtime': 'docker', 'id': C}, [child.pid], run,
+    assert _container.confirm_container('docker', {'runtime': 'docker', 'id': C}, [child.pid], run,
                                       _sources.live_ancestors) == ('always', None)
