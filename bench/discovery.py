@@ -10,7 +10,7 @@ stand-in NVIDIA device nodes open (``/dev/null`` clones in a private folder:
 ``nvidiactl``, ``nvidia-uvm`` and one ``nvidiaN`` each, as a CUDA process
 does). Then, alternating, it times
 
-- ours: ``_holders.discover`` of the collection's module_utils, the code the
+- ours: ``_discover.holders.discover`` of the collection's module_utils, the code the
   modules run (one pass over every process's fds, records for the holders),
   in this process, with an NVML view that lists the GPUs and no processes;
 - the baseline: ``fuser -v`` over the same device nodes, as a command.

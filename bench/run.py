@@ -7,7 +7,7 @@ script: the median of several repetitions of each side, run alternately, with
 the spread. Results go to bench/results/latest.json and to the table in
 bench/README.md.
 
-- ``discovery_vs_fuser_10k``: holder discovery (``_holders.discover``, the
+- ``discovery_vs_fuser_10k``: holder discovery (``_discover.holders.discover``, the
   modules' code) on 10,000 processes, 100 of them holding stand-in device
   nodes, against ``fuser -v`` over the same nodes; in a private PID namespace
   (bench/discovery.py).

@@ -9,7 +9,7 @@ NVML and the driver can hang (a GPU that fell off the bus, a driver stuck in
 the kernel). A call that may hang runs in a daemon thread; the caller waits at
 most ``timeout`` seconds and then gets ``DeadlineExceeded``. The stuck thread
 is abandoned: being a daemon, it cannot keep the process alive at exit. Whoever
-owns the library that hung must stop using it afterwards (see ``_nvml``).
+owns the library that hung must stop using it afterwards (see ``_host.nvml``).
 
 This file imports nothing from Ansible.
 """

@@ -242,7 +242,7 @@ def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index,
         'container': cgroup['container'],
         'protected': protected,
         'protected_reason': reason,
-        # Why a process named like a protected daemon is not protected (``_protection.judge``).
+        # Why a process named like a protected daemon is not protected (``_discover.protection.judge``).
         'suspicious': suspicious,
         'is_self': is_self,
         'sigterm_ignored': _procfs.sigterm_ignored(status),
@@ -285,16 +285,16 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
              read_timeout=_procread.DEFAULT_TIMEOUT):
     """Every process that holds a selected GPU, merged from NVML and /proc.
 
-    ``nvml_view`` is an ``_nvml.NvmlView`` (``available`` may be False: then
+    ``nvml_view`` is an ``_host.nvml.NvmlView`` (``available`` may be False: then
     the /proc view alone is used and GPU indices are device minor numbers).
     ``gpu_indices`` limits the result to those GPUs (None: all). ``dev_dir``
     and ``maps`` exist for tests and benchmarks; modules keep the defaults.
     ``shares_namespace`` says whether NVML's PIDs are this process's (None:
     true when it runs in the host's PID namespace); where they may not be, a
     PID NVML lists counts as a holder here only if it holds a device node
-    (see ``_visibility``).
+    (see ``_discover.visibility``).
     The titles of all candidates are read at once within ``read_timeout``
-    seconds (see ``_procread``): a holder whose title does not come in time
+    seconds (see ``_host.slow_reads``): a holder whose title does not come in time
     is still a holder, with ``unreadable`` saying why.
     Returns a ``Snapshot``.
     """

@@ -29,7 +29,7 @@ candidate is ranked by the evidence, strongest first:
 A candidate whose maps could not be read in time ranks as ``received``.
 Ranks 1 to 3 make the holder's kind ``compute``; rank 4 leaves it a
 ``client``. The release takes the strongest candidates of a context first
-and the weaker ones only while the context stays (``_escalation``).
+and the weaker ones only while the context stays (``_release.escalation``).
 
 Nothing here decides by a name. This file imports nothing from Ansible.
 """

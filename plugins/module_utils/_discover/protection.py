@@ -286,7 +286,7 @@ def never_supervisor(process, names=NEVER_SUPERVISORS):
 
     Compared on ``comm`` and on the executable's basename: a launcher whose
     executable is a symlink (``runuser`` to ``su``, say) is caught either way.
-    ``names`` replaces ``NEVER_SUPERVISORS`` (``_parents`` judges shells itself).
+    ``names`` replaces ``NEVER_SUPERVISORS`` (``_plan.parents`` judges shells itself).
     """
     exe = process.get('exe')
     for name in (process.get('name'), os.path.basename(exe) if exe else None):

@@ -26,7 +26,7 @@ class Snapshot:
         self.gpus = gpus
         # PIDs NVML lists that no process here has, nor a dead creator whose keeper is here.
         self.foreign_pids = sorted(foreign_pids)
-        # Contexts whose creator is gone (``_keepers.attribute``), with their keepers.
+        # Contexts whose creator is gone (``_discover.keepers.attribute``), with their keepers.
         self.contexts = list(contexts)
         self.holders = holders
         self.unreadable_pids = sorted(unreadable_pids)

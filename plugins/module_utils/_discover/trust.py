@@ -50,6 +50,7 @@ INTERPRETER = re.compile(r'^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|n
 VALUE_OPTIONS = ('-X', '-W', '-Q', '-I', '-r', '--require', '-cp', '-classpath')
 CODE_OPTIONS = ('-c', '-e', '-E', '--eval')
 
+
 def script_argument(title):
     """``(word, how)``: what an interpreter's command line says it runs, or ``(None, None)``.
 

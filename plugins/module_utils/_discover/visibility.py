@@ -26,7 +26,7 @@ proof counts it against the GPU.
 A module that runs in a container without the host's PID namespace sees
 neither the holders nor their sources. The fact that shows it: this process
 is not in the initial PID namespace, and NVML lists PIDs that no process here
-has (and that no keeper here explains: ``_keepers``). Then nothing is judged
+has (and that no keeper here explains: ``_discover.keepers``). Then nothing is judged
 or signalled (``namespace_refusal``).
 
 This file imports nothing from Ansible.

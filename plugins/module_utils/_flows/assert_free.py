@@ -5,10 +5,10 @@
 
 """discover -> prove: the whole of ``gpu_assert_free`` but its argument spec.
 
-``prove(host, params)`` checks the input, looks at the host (``_discovery``),
-waits until the selected GPUs are free (``_proof.wait_until_free``) and, with
-``settle_seconds``, that they stay free (``_settle``). Bad input raises
-``_discovery.Failure`` before the first look.
+``prove(host, params)`` checks the input, looks at the host (``_flows.module_harness``),
+waits until the selected GPUs are free (``_proof.verdict.wait_until_free``) and, with
+``settle_seconds``, that they stay free (``_proof.settle``). Bad input raises
+``_flows.module_harness.Failure`` before the first look.
 
 ``host`` is the module (an ``AnsibleModule``): only ``warn`` is used.
 This file imports nothing from Ansible.

@@ -7,7 +7,7 @@
 
 The libraries, the options in seconds, NVML's view (or why there is none),
 the GPU selectors resolved against this host, and the holders of the GPUs
-(``_holders.discover``). A module calls ``missing_library`` and ``look`` (or
+(``_discover.holders.discover``). A module calls ``missing_library`` and ``look`` (or
 its parts, where it needs something between them) and turns a ``Failure``
 into ``fail_json``: the message names the option and the value, and nothing
 has been signalled yet.
@@ -55,7 +55,7 @@ Look = namedtuple('Look', ['view', 'indices', 'snapshot'])
 
 def argument_spec(options=None, gpus=True, protection=False):
     """A module's own ``options`` and the shared ones: ``gpus``, the NVML options and, with ``protection``, those
-    of ``_protection`` (documented by the doc fragments ``gpu_selection``, ``nvml`` and ``protection``)."""
+    of ``_discover.protection`` (documented by the doc fragments ``gpu_selection``, ``nvml`` and ``protection``)."""
     spec = dict(options or {})
     if gpus:
         spec.update(GPU_SELECTION_ARGUMENT_SPEC)
@@ -86,7 +86,7 @@ def check_options(params, seconds=('nvml_timeout',)):
 
     The options in ``seconds`` (converted in place, as ``check_seconds_options``), every list option (no
     empty entry, and the globs of ``GLOB_OPTIONS`` compile), and the protection options against each other
-    (``_protection.check_protection_options``).
+    (``_discover.protection.check_protection_options``).
     """
     check_seconds_options(params, seconds)
     error = check_lists(params, GLOB_OPTIONS)
@@ -129,7 +129,7 @@ def read_cgroup_text(pid):
 
 
 def container_identifier(host, seconds_left=None):
-    """``identify(records)``: each holder's container as its runtime confirms it (``_containers``), each
+    """``identify(records)``: each holder's container as its runtime confirms it (``_discover.containers``), each
     runtime asked within ``COMMAND_TIMEOUT`` (or the ``seconds_left()`` of the caller's deadline, if less)
     and about each container once per module run; a runtime not installed here confirms nothing."""
     inspectors = {}
@@ -156,10 +156,10 @@ def container_identifier(host, seconds_left=None):
 
 
 def find_holders(warn, view, params, indices=None, identify=None, shares_namespace=None):
-    """``_holders.discover`` with the module's protection options and deadline; ``warn(text)`` gets its warnings.
+    """``_discover.holders.discover`` with the module's protection options and deadline; ``warn(text)`` gets its warnings.
 
     ``identify(records)`` (``container_identifier``) confirms the holders' containers. A ``Failure`` when
-    this module cannot see the processes NVML names (``_visibility.namespace_refusal``): nothing is judged
+    this module cannot see the processes NVML names (``_discover.visibility.namespace_refusal``): nothing is judged
     or signalled from a PID namespace that is not the host's. A process that NVML listed and that exited
     before its ``/proc`` entry was read looks the same for one look, so a second look decides: only a PID
     that NVML lists and this namespace lacks both times is refused.

@@ -6,11 +6,11 @@
 """discover -> plan -> escalate: the whole of ``gpu_reclaim`` but its argument spec.
 
 ``reclaim(host, params)`` checks the input, looks at the host
-(``_discovery``), judges the GPUs as ``gpu_assert_free`` would when asked to
-release only busy GPUs (``_proof``), plans the release (``_plan``) and its
-sources (``_sources``), runs it (``_escalation``) unless in check mode, and
-shapes the result (``_report``). Bad input, or ``require_root`` without root,
-raises ``_discovery.Failure`` before anything is signalled; every result and
+(``_flows.module_harness``), judges the GPUs as ``gpu_assert_free`` would when asked to
+release only busy GPUs (``_proof.verdict``), plans the release (``_plan.plan``) and its
+sources (``_sources.registry``), runs it (``_release.escalation``) unless in check mode, and
+shapes the result (``_release.report``). Bad input, or ``require_root`` without root,
+raises ``_flows.module_harness.Failure`` before anything is signalled; every result and
 failure carries the module's ``uid``.
 
 ``host`` is the module (an ``AnsibleModule``): ``warn``, ``log``,

@@ -9,7 +9,7 @@
 ``module.run_command`` in a module), in the C locale, without a pager, bounded by coreutils' ``timeout``
 where it is installed. systemctl can block on a busy or wedged PID 1, and a container runtime on its daemon,
 so every call has a deadline. The argv builders below are the only place that spells a command line; the code
-that reads the output (``_plan.unit_audit``, ``_discover.containers``, ``_sources``) names what it needs.
+that reads the output (``_plan.unit_audit``, ``_discover.containers``, ``_sources.registry``) names what it needs.
 
 This file imports nothing from Ansible.
 """

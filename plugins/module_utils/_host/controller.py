@@ -21,7 +21,7 @@ Where neither can change, the module cannot tell: a parent that was already
 PID 1 (or a subreaper) at the start, or an output that is a file (``async``
 writes the result to one). The release then runs to its end, which the
 ladder bounds (the sum of its waits, plus at most 0.5 s), and the guardian
-(``_guardian``) still thaws whatever is frozen if the module is killed.
+(``_release.guardian``) still thaws whatever is frozen if the module is killed.
 
 This file imports nothing from Ansible.
 """

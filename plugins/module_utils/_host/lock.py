@@ -14,7 +14,7 @@ afresh and finds them free. A run that waits longer fails naming the PID of
 the run that holds the lock, which writes its PID into the file.
 
 The file is root's, mode 0600, opened with ``O_NOFOLLOW`` in a directory
-that passes ``_safe_file``'s test (``/run/lock`` is sticky and root's): a
+that passes ``_host.safe_file``'s test (``/run/lock`` is sticky and root's): a
 link, or a file another user made there first, is refused with an error
 naming it, never used. Only root takes the lock: a run as another user can
 signal only that user's processes, and a lock it could open could be held to

@@ -5,7 +5,7 @@
 
 """NVML access under a deadline: inventory, memory (v2 struct), process lists.
 
-Every NVML call runs under a deadline (``_deadline.call_with_deadline``). When
+Every NVML call runs under a deadline (``_base.deadline.call_with_deadline``). When
 a call overruns, the session is marked dead and makes no further NVML call:
 the library may hold an internal lock in the stuck thread, so a second call
 could hang too. Callers then fall back to the ``/proc`` view.
@@ -66,6 +66,7 @@ NVML_ARGUMENT_SPEC = dict(
     nvml_timeout=dict(type='raw', default=DEFAULT_TIMEOUT),
     require_nvml=dict(type='bool', default=False),
 )
+
 
 def _text(value):
     if isinstance(value, bytes):

@@ -318,7 +318,7 @@ def mapped_paths(path, prefix):
     """Paths starting with ``prefix`` in the maps file ``path``.
 
     Reading another process's maps takes its mmap lock, so it can block:
-    call it through ``_procread.read_maps``, which bounds it by a deadline.
+    call it through ``_host.slow_reads.read_maps``, which bounds it by a deadline.
     """
     found = set()
     with open(path, 'r') as handle:

@@ -186,7 +186,7 @@ def read_titles(pids, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, read
     """``(titles, errors, stuck)`` for ``pids``: their titles from ``/proc/PID/cmdline``.
 
     ``titles`` maps each readable PID to its title (arguments joined by
-    spaces, see ``_procfs.parse_cmdline``); ``errors`` maps a PID whose file
+    spaces, see ``_host.procfs.parse_cmdline``); ``errors`` maps a PID whose file
     could not be opened or read to the ``OSError``; ``stuck`` is the sorted
     list of PIDs whose read did not return within ``timeout`` seconds.
     """
@@ -196,7 +196,7 @@ def read_titles(pids, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, read
 def read_maps(pids, prefix, timeout=DEFAULT_TIMEOUT, proc_root=_procfs.PROC_ROOT, reader=_procfs.mapped_paths):
     """``(mapped, errors, stuck)`` for ``pids``: the paths starting with ``prefix`` each has mapped.
 
-    ``mapped`` maps each readable PID to a set of paths (``_procfs.mapped_paths``);
+    ``mapped`` maps each readable PID to a set of paths (``_host.procfs.mapped_paths``);
     ``errors`` and ``stuck`` are as for ``read_titles``.
     """
     return _read_per_pid(pids, lambda pid: _procfs.maps_path(pid, proc_root), timeout,

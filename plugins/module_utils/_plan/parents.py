@@ -7,7 +7,7 @@
 
 A holder's parent can start it again once it dies: a ``bash -c`` loop,
 supervisord, a Python parent that restarts its workers. ``parent_verdict``
-decides, from a process dict (see ``_escalation.describe_process``), one of:
+decides, from a process dict (see ``_release.escalation.describe_process``), one of:
 
 ``None``
     not a source: PID 1, a kernel thread, the module or one of its
@@ -15,7 +15,7 @@ decides, from a process dict (see ``_escalation.describe_process``), one of:
     daemon (they reap and restart by design, and are never signalled), a
     session process (``sshd``, ``login``, ``su``, ``sudo``, ``tmux``,
     ``screen``) or a launcher (``unshare``, ``timeout``, ``nohup``...): the
-    names of ``_protection.NEVER_SUPERVISORS`` but the shells, by command
+    names of ``_discover.protection.NEVER_SUPERVISORS`` but the shells, by command
     name or executable.
 
 ``LEAVE``
@@ -53,7 +53,7 @@ KILL = 'kill'
 
 SHELLS = frozenset(('sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'fish', 'csh', 'tcsh'))
 
-# Never a source: sessions, launchers, init systems, container runtimes and schedulers (``_protection``'s
+# Never a source: sessions, launchers, init systems, container runtimes and schedulers (``_discover.protection``'s
 # parents that are never supervisors), less the shells, which are judged here: a ``bash -c`` loop respawns.
 NOT_SOURCES = frozenset(NEVER_SUPERVISORS) - SHELLS - frozenset(('busybox',))
 
@@ -87,7 +87,7 @@ def parent_verdict(process, scope, target_pids, filter_reason, permission_reason
     """``(action, reason)`` for the parent of targeted holders, or None when it is no source. Pure.
 
     ``process`` is a process dict with ``children`` (live child PIDs);
-    ``scope`` a ``_plan.Scope``; ``filter_reason(process, scope)`` and
+    ``scope`` a ``_plan.plan.Scope``; ``filter_reason(process, scope)`` and
     ``permission_reason(process, scope)`` say why the scope leaves a record
     out (None when it does not).
     """

@@ -21,7 +21,7 @@ filter, and either
   ``containers``; at least one of them given), or
 - has live children that are all targets (a plain respawning parent).
 
-``_parents.parent_verdict`` holds that rule.
+``_plan.parents.parent_verdict`` holds that rule.
 
 This file imports nothing from Ansible.
 """
@@ -265,7 +265,7 @@ class Plan:
         self.skipped = []      # summaries with ``reason``
         self.shared = []       # summaries of targets that also hold other GPUs
         self.supervisors = []  # process summaries with ``children`` and ``reason``
-        self.parents = []      # every source parent (``_parents``): supervisors, and those only frozen or named
+        self.parents = []      # every source parent (``_plan.parents``): supervisors, and those only frozen or named
         # Keepers held back for a later round: released only while their context stays (``keeper_rounds``).
         self.deferred = []
 
@@ -399,7 +399,7 @@ def plan_release(holders, scope, processes=None):
 
 
 def _plan_supervisors(plan, scope, processes, holder_pids):
-    """The parents of the targets that are sources (``_parents``).
+    """The parents of the targets that are sources (``_plan.parents``).
 
     Fills ``plan.parents`` (every source parent, with ``action``) and
     returns the supervisors: the parents to freeze first and kill.

@@ -9,7 +9,7 @@ they started: ``KillMode=process`` (or ``none``) signals the main process only,
 ``SendSIGKILL=no`` spares what ignores SIGTERM, and a worker moved into another
 control group (a scope, a container) is outside the unit's reach whatever its
 settings. This module reads ``systemctl show`` output and the holder records
-of ``_holders`` and says, per unit, whether its stop frees the GPUs.
+of ``_discover.holders`` and says, per unit, whether its stop frees the GPUs.
 
 Pure functions: the caller runs ``systemctl`` and reads ``/proc``.
 """
@@ -109,7 +109,7 @@ def audit_unit(properties, holders, parent_of):
     """One unit's audit record.
 
     ``properties``: the unit's ``systemctl show`` dict; ``holders``: holder
-    records (``_holders``) of the host; ``parent_of``: {pid: ppid} of every
+    records (``_discover.holders``) of the host; ``parent_of``: {pid: ppid} of every
     process, to find GPU holders that the unit started but that live in
     another control group.
     """

@@ -11,8 +11,8 @@ a second later. ``settle`` therefore keeps looking, every ``poll_interval``
 seconds for ``settle_seconds`` from the moment the GPUs first read free, at
 the three things that make a GPU busy again:
 
-- its memory (``_proof.evaluate``: above the limit);
-- the NVML process lists (``_proof.evaluate``: a compute or graphics holder);
+- its memory (``_proof.verdict.evaluate``: above the limit);
+- the NVML process lists (``_proof.verdict.evaluate``: a compute or graphics holder);
 - a process opening one of its device nodes that was not there when the GPUs
   first read free (the ``/proc`` scan of every look), unless it is protected,
   this module or one of its ancestors, or named in ``allow``.
@@ -32,6 +32,7 @@ import time
 
 from .._base.advice import CONTAINER_COMEBACK_STEP, SERVICE_COMEBACK_STEP
 from .verdict import evaluate, is_allowed
+
 
 def _watched(record, selected, allow):
     """Whether a process newly holding a selected GPU counts against the settle."""
@@ -85,9 +86,9 @@ def settle(probe, baseline_pids, settle_seconds, poll_interval, selected=None, a
     """Watch the GPUs for ``settle_seconds`` after they first read free.
 
     ``probe()`` returns ``(gpus, holders, nvml_available)`` as for
-    ``_proof.wait_until_free``; ``baseline_pids`` are the PIDs of every
+    ``_proof.verdict.wait_until_free``; ``baseline_pids`` are the PIDs of every
     holder (of any kind) at the look that read free; ``parent_title(pid)``
-    names a parent (or None). ``criteria`` go to ``_proof.evaluate``.
+    names a parent (or None). ``criteria`` go to ``_proof.verdict.evaluate``.
 
     Returns ``{"free", "observed_seconds", "lines", "holders", "verdict"}``:
     ``free`` False at the first look that finds a GPU busy or a new holder.

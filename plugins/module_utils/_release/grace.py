@@ -33,6 +33,8 @@ from .._host.procfs import has_signal
 
 SIGTERM_IGNORED = 'sigterm-ignored'
 NAMESPACE_INIT = 'namespace-init-without-handler'
+# A process in one of these states cannot act on a polite signal until it is continued.
+STOPPED_STATES = ('stopped', 'tracing-stop')
 
 
 def namespace_pids(status):
@@ -63,4 +65,26 @@ def grace_case(status, signum):
     if is_namespace_init(status) and not has_signal(status, 'SigCgt', signum):
         return NAMESPACE_INIT, ('init of its own PID namespace with no %s handler: the kernel drops %s '
                                 'sent from outside the namespace' % (name, name))
+    return None
+
+
+def pointless_step(target, step, prober):
+    """``(case, reason)`` when ``step`` cannot work on ``target`` (its wait is skipped), or None.
+
+    ``case`` is a stable name: ``stopped``, ``sigterm-ignored`` (or
+    ``<signal>-ignored``), ``namespace-init-without-handler`` (see
+    above).
+    """
+    if step['signum'] == signal.SIGKILL:
+        return None
+    if target.state in STOPPED_STATES:
+        return 'stopped', 'stopped'
+    if step['signum'] == signal.SIGTERM and target.record.get('sigterm_ignored'):
+        return SIGTERM_IGNORED, 'ignores SIGTERM'
+    probe = getattr(prober, 'grace_case', None)
+    if probe is not None:
+        return probe(target.pid, step['signum'])
+    ignored = prober.ignored_signals(target.pid)
+    if ignored and step['signum'] in ignored:
+        return ('%s-ignored' % step['signal'].lower(), 'ignores %s' % step['signal'])
     return None

@@ -130,7 +130,7 @@ class FreezeLedger:
     """Every process this run stopped and has not thawed yet, kept by a guardian as well.
 
     ``signal(ref, signum, send)`` is the one way to send SIGSTOP or SIGCONT:
-    ``send(ref, signum)`` delivers it and returns an ``_identity`` outcome.
+    ``send(ref, signum)`` delivers it and returns an ``_release.identity`` outcome.
     With ``guardian=False`` (unit tests with stand-in processes) the ledger
     only keeps its own list.
     """

@@ -5,9 +5,9 @@
 
 """The keeper rounds of one release: who is held back, who goes next, who was spared.
 
-``_plan`` puts the strongest keepers of each context in the plan's targets
+``_plan.plan`` puts the strongest keepers of each context in the plan's targets
 and the weaker ones in ``plan.deferred``; ``KeeperRounds`` holds those for the
-loop (``_escalation``), which asks ``next_round`` once no target is active and
+loop (``_release.escalation``), which asks ``next_round`` once no target is active and
 a GPU is still held, and ``left_behind`` once a target that has exited stays
 listed by NVML (a forked child or a receiver keeps its context).
 
@@ -63,10 +63,10 @@ class KeeperRounds:
     def left_behind(self, exited, listed, prober, index_of_minor, known, judge, host_namespace=True):
         """Add to the next round whoever keeps the contexts ``exited`` targets left behind.
 
-        ``exited`` and ``listed`` are as for ``_keepers.left_behind``; ``prober``
+        ``exited`` and ``listed`` are as for ``_discover.keepers.left_behind``; ``prober``
         gives ``device_holders()``, ``describe(pid)`` and, optionally,
         ``mapped(pids)``; ``judge(record)`` returns ``(verdict, reason)`` for a
-        candidate as for a newcomer (``_plan.newcomer_verdict`` after protection).
+        candidate as for a newcomer (``_plan.plan.newcomer_verdict`` after protection).
         Returns the PIDs examined; True in ``added`` when one joined the rounds.
         """
         found = left_behind(exited, listed, prober.device_holders(), index_of_minor, known, prober.describe,

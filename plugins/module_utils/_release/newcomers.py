@@ -55,9 +55,11 @@ after its parent's exit was already judged final) is not seen: the proof
 that follows the release catches it.
 
 
-``NewcomerWatch`` is a part of ``_escalation.Escalation``: it uses the loop's
-``plan``, ``scope``, ``ladder``, ``prober``, ``targets``, ``known_pids`` and
-what the last look (NVML or ``/proc``) saw.
+``Newcomers`` is a collaborator of ``escalation.Escalation``: it owns what
+it found (``left_alone``, ``over_limit``, ``proc_view``) and when the next
+``/proc`` scan is due; it reads the release's ``targets`` and ``known_pids``
+(and adds to them when it adopts one), and tells the source parents
+(``note_respawn``) when a newcomer shows a parent to be a respawner.
 
 This file imports nothing from Ansible.
 """
@@ -85,119 +87,149 @@ UNRELATED = ('belongs to nothing released: it descends from no target or source,
              'or session with a target')
 
 
-class NewcomerWatch:
-    """Finding and judging the holders that appear during one release (see above)."""
+class Newcomers:
+    """Finding and judging the holders that appear during one release (see above).
 
-    def _targeted_gpus(self):
+    ``release`` is what this watch reads of the loop and adds to: its ``plan`` (``gpus``, ``targets``,
+    ``protected``, ``skipped``), ``scope``, ``ladder``, ``targets`` (pid -> target), ``known_pids``, ``own_pids``,
+    ``nvml_ok``, ``adoption_limit``, ``clock``, ``poll_interval``, ``log``, ``prober``, and its methods
+    ``any_active()``, ``new_target(record, position)``, ``step_log(position, now, skipped=...)``,
+    ``protection(record)`` and ``warn(text)``. ``parents`` is its ``SourceParents``. ``minor_to_index``
+    maps ``/dev/nvidiaN`` numbers to GPU indices (None: the same number); at most ``max_newcomers`` are
+    examined.
+    """
+
+    def __init__(self, release, parents, minor_to_index=None, max_newcomers=MAX_NEWCOMERS):
+        self.release = release
+        self.parents = parents
+        self.minor_to_index = dict(minor_to_index) if minor_to_index is not None else None
+        self.max_newcomers = max_newcomers
+        self.count = 0
+        self.left_alone = {}     # pid -> reason left alone
+        self.over_limit = {}     # pid -> GPU indices, beyond the limit
+        self.proc_view = {}      # index -> pids holding it, from the last /proc scan
+        self.scan_due = 0.0      # None once the /proc scan failed
+        self.scan_owed = False   # a target exited since the last /proc scan
+        self.listed_at = None    # ticks since boot right before the last listing (NVML or /proc)
+
+    def targeted_gpus(self):
         """GPUs of the scope that a target holds: where newcomers are looked for."""
+        release = self.release
         held = set()
-        for target in self.targets.values():
+        for target in release.targets.values():
             held.update(target.record.get('gpus') or [])
-        return held & set(self.plan.gpus)
+        return held & set(release.plan.gpus)
 
-    def _newcomers_from_nvml(self, now):
+    def from_nvml(self, pids_after, now):
         """NVML's lists first: only a PID nobody knows costs a look at ``/proc``."""
-        held = self._targeted_gpus()
-        for index in sorted(self.pids_after):
+        release = self.release
+        held = self.targeted_gpus()
+        for index in sorted(pids_after):
             if index not in held:
                 continue
-            pids = self.pids_after[index]
-            for pid in sorted(pids - self.known_pids):
-                self._newcomer(pid, [index], 'compute', now)
+            pids = pids_after[index]
+            for pid in sorted(pids - release.known_pids):
+                self.examine(pid, [index], 'compute', now)
             for pid in pids:
-                self._also_holds(pid, index)
+                self.also_holds(pid, index)
 
-    def _newcomers_from_proc(self, now):
+    def from_proc(self, now, owed=False):
         """Without NVML: one scan of every ``/proc/PID/fd``, spaced by its own cost.
 
         A scan is due once the last one is far enough behind, and at once when
         a target exited since the last scan and none is left on the ladder:
         the run may end only after that look at what the exits left behind.
         """
-        scan = getattr(self.prober, 'device_holders', None)
-        if scan is None or self._scan_due is None:
-            self._scan_owed = False
+        release = self.release
+        self.scan_owed = self.scan_owed or owed
+        scan = getattr(release.prober, 'device_holders', None)
+        if scan is None or self.scan_due is None:
+            self.scan_owed = False
             return
-        last_look = self._scan_owed and not self._any_active()
-        if now < self._scan_due and not last_look:
+        last_look = self.scan_owed and not release.any_active()
+        if now < self.scan_due and not last_look:
             return
-        self._scan_owed = False
-        started = self.clock()
-        self._mark_listing()
+        self.scan_owed = False
+        started = release.clock()
+        self.mark_listing()
         try:
             holders = scan()
         except Exception as exc:  # pylint: disable=broad-except
-            self._warn('processes that newly hold the GPUs during the release cannot be seen (%s)' % exc)
-            self._scan_due = None
+            release.warn('processes that newly hold the GPUs during the release cannot be seen (%s)' % exc)
+            self.scan_due = None
             return
-        cost = self.clock() - started
-        self._scan_due = now + max(self.poll_interval, cost / PROC_SCAN_SHARE)
-        held = self._targeted_gpus()
+        cost = release.clock() - started
+        self.scan_due = now + max(release.poll_interval, cost / PROC_SCAN_SHARE)
+        held = self.targeted_gpus()
         view = {}
         for pid in sorted(holders):
             found = holders[pid]
-            indices = sorted(set(self._index_of(minor) for minor in found['minors']) & held)
+            indices = sorted(set(self.index_of(minor) for minor in found['minors']) & held)
             if not indices:
                 continue
             for index in indices:
                 view.setdefault(index, set()).add(pid)
-            if pid not in self.known_pids:
-                self._newcomer(pid, indices, 'compute' if found.get('uvm') else 'client', now)
+            if pid not in release.known_pids:
+                self.examine(pid, indices, 'compute' if found.get('uvm') else 'client', now)
             for index in indices:
-                self._also_holds(pid, index)
+                self.also_holds(pid, index)
         self.proc_view = view
 
-    def _mark_listing(self):
-        mark = getattr(self.prober, 'listing_mark', None)
-        self._listed_at = mark() if mark is not None else None
+    def mark_listing(self):
+        release = self.release
+        mark = getattr(release.prober, 'listing_mark', None)
+        self.listed_at = mark() if mark is not None else None
 
-    def _reused_since_listing(self, pid):
+    def reused_since_listing(self, pid):
         """Whether the process now behind ``pid`` started after the listing that showed the PID."""
-        born_after = getattr(self.prober, 'born_after', None)
-        if born_after is None or self._listed_at is None:
+        release = self.release
+        born_after = getattr(release.prober, 'born_after', None)
+        if born_after is None or self.listed_at is None:
             return False
-        return born_after(pid, self._listed_at)
+        return born_after(pid, self.listed_at)
 
-    def _index_of(self, minor):
+    def index_of(self, minor):
         if self.minor_to_index is None:
             return minor
         return self.minor_to_index.get(minor, -1)
 
-    def _also_holds(self, pid, index):
+    def also_holds(self, pid, index):
         """An adopted holder seen on one more GPU."""
-        target = self.targets.get(pid)
+        release = self.release
+        target = release.targets.get(pid)
         if target is not None and target.adopted and index not in target.record['gpus']:
             target.record['gpus'] = sorted(target.record['gpus'] + [index])
 
-    def _newcomer(self, pid, indices, kind, now):
+    def examine(self, pid, indices, kind, now):
         """Examine, once, a process that newly holds the targeted GPUs ``indices``."""
-        self.known_pids.add(pid)
-        if self.newcomers >= self.max_newcomers:
+        release = self.release
+        release.known_pids.add(pid)
+        if self.count >= self.max_newcomers:
             self.over_limit[pid] = set(indices)
             return
-        self.newcomers += 1
-        record = self.prober.describe(pid)
+        self.count += 1
+        record = release.prober.describe(pid)
         where = 'GPU %s' % ', '.join(str(i) for i in indices)
         # Read after describe: whichever process describe saw, a later start
         # than the listing means the PID is not the one listed.
-        if record is not None and self._reused_since_listing(pid):
+        if record is not None and self.reused_since_listing(pid):
             self.left_alone[pid] = REUSED_SINCE_LISTING
-            self._warn('%s: pid %d was listed as a new holder, but the process now behind it started after the '
-                       'listing (the PID was reused); it was left alone' % (where, pid))
+            release.warn('%s: pid %d was listed as a new holder, but the process now behind it started after the '
+                         'listing (the PID was reused); it was left alone' % (where, pid))
             return
         if record is None:
             self.left_alone[pid] = 'not visible'
-            self._warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '
-                       'runs in another PID namespace); it was left alone' % (where, pid))
+            release.warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '
+                         'runs in another PID namespace); it was left alone' % (where, pid))
             return
         record.update({'gpus': list(indices), 'kind': kind, 'adopted': True,
-                       'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in self.own_pids})
-        seen_here = getattr(self.prober, 'visible', None)
-        if self.nvml_ok and seen_here is not None and not seen_here(pid):
+                       'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in release.own_pids})
+        seen_here = getattr(release.prober, 'visible', None)
+        if release.nvml_ok and seen_here is not None and not seen_here(pid):
             record['visible'] = False
-        record['protected'], record['protected_reason'] = self._protection(record)
-        verdict, reason = newcomer_verdict(record, self.scope, self.own_pids)
-        origins = self._origins(pid, record) if verdict == TARGET else []
+        record['protected'], record['protected_reason'] = release.protection(record)
+        verdict, reason = newcomer_verdict(record, release.scope, release.own_pids)
+        origins = self.origins(pid, record) if verdict == TARGET else []
         if verdict == TARGET and not origins:
             verdict, reason = SKIPPED, UNRELATED
         if verdict != TARGET:
@@ -205,47 +237,48 @@ class NewcomerWatch:
             entry = summarize(record, reason='appeared during the release; %s' % reason)
             if verdict == PROTECTED:
                 entry['is_self'] = reason == REASON_SELF
-            listed = self.plan.protected if verdict == PROTECTED else self.plan.skipped
+            listed = release.plan.protected if verdict == PROTECTED else release.plan.skipped
             listed.append(entry)
             listed.sort(key=lambda item: item['pid'])
-            self._warn('%s: pid %d (%s) appeared during the release and was left alone: %s'
-                       % (where, pid, record.get('title') or record.get('name'), reason))
+            release.warn('%s: pid %d (%s) appeared during the release and was left alone: %s'
+                         % (where, pid, record.get('title') or record.get('name'), reason))
             return
-        position, skipped = adoption_start(self.ladder, [(o.position, o.signalled) for o in origins])
-        target = self._new_target(record, position)
-        target.limit = self.adoption_limit
+        position, skipped = adoption_start(release.ladder, [(o.position, o.signalled) for o in origins])
+        target = release.new_target(record, position)
+        target.limit = release.adoption_limit
         why = 'appeared during the release, after pid %s was signalled' % ', '.join(
             str(o.pid) for o in origins if o.signalled)
         for index in skipped:
-            target.skipped_steps.append({'signal': self.ladder[index]['signal'], 'reason': why,
+            target.skipped_steps.append({'signal': release.ladder[index]['signal'], 'reason': why,
                                          'case': 'appeared-after-signal'})
-            self._step_log(index, now, skipped={'pid': pid, 'reason': why})
-        self.targets[pid] = target
-        self.plan.targets.append(record)
-        self._note_respawn(pid)
-        if self.log is not None:
-            self.log('pid %d (%s) appeared on %s during the release (origin: pid %s); adopted at step %s' % (
+            release.step_log(index, now, skipped={'pid': pid, 'reason': why})
+        release.targets[pid] = target
+        release.plan.targets.append(record)
+        self.parents.note_respawn(pid)
+        if release.log is not None:
+            release.log('pid %d (%s) appeared on %s during the release (origin: pid %s); adopted at step %s' % (
                 pid, record.get('title') or record.get('name'), where,
                 ', '.join(str(o.pid) for o in origins) or 'none',
-                self.ladder[position]['name'] if position < len(self.ladder) else 'end'))
+                release.ladder[position]['name'] if position < len(release.ladder) else 'end'))
 
-    def _origins(self, pid, record):
+    def origins(self, pid, record):
         """The targets a newcomer belongs to: the one it descends from, else those it shares a unit,
         container or session with; ``[]`` when it belongs to none."""
-        for ancestor in self.prober.ancestors(pid):
-            if ancestor in self.targets:
-                return [self.targets[ancestor]]
-            for target in self.targets.values():
+        release = self.release
+        for ancestor in release.prober.ancestors(pid):
+            if ancestor in release.targets:
+                return [release.targets[ancestor]]
+            for target in release.targets.values():
                 if ancestor in target.tree:
                     return [target]
-            for entry in list(self.supervisors) + list(self.plan.parents):
+            for entry in list(self.parents.supervisors) + list(release.plan.parents):
                 if entry['pid'] == ancestor:
-                    children = [self.targets[c] for c in entry.get('children') or [] if c in self.targets]
+                    children = [release.targets[c] for c in entry.get('children') or [] if c in release.targets]
                     if children:
                         return children
         # Ancestry lost (reparented to PID 1 or a subreaper): what it kept from its origin.
         mine = _belonging(record)
-        return [target for target in self.targets.values()
+        return [target for target in release.targets.values()
                 if target.pid != pid and mine & _belonging(target.record)]
 
 

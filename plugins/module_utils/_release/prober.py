@@ -6,10 +6,10 @@
 """What the release asks of the live system: process records, parents, and the prober.
 
 ``describe_process`` and ``parent_processes`` read the parents that
-``_plan.plan_release`` judges; ``ProcProber`` is everything the loop
-(``_escalation``) asks of ``/proc`` while it runs, injected so that unit
+``_plan.plan.plan_release`` judges; ``ProcProber`` is everything the loop
+(``_release.escalation``) asks of ``/proc`` while it runs, injected so that unit
 tests can pass a fake. Every read of another process's ``cmdline`` has a
-deadline (``_procread``).
+deadline (``_host.slow_reads``).
 
 This file imports nothing from Ansible.
 """
@@ -76,7 +76,7 @@ def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
                 info['exe'] = None
             # The controlling terminal tells an interactive shell.
             info['tty'] = stat['tty_nr'] or None
-            # A newcomer is adopted by what it shares with a target (``_newcomers``).
+            # A newcomer is adopted by what it shares with a target (``_release.newcomers``).
             info['session'] = stat['session']
             info['pgrp'] = stat['pgrp']
         info['children'] = [child for child in child_pids(pid)
@@ -105,7 +105,7 @@ def parent_processes(holders, protection=None, read_timeout=DEFAULT_READ_TIMEOUT
     """``{ppid: process dict}`` for the parents of ``holders`` (edge of ``plan_release``).
 
     ``protection(info)`` returns ``(protected, reason)`` for a process dict;
-    the modules pass ``_protection.protection_of`` so that a supervisor is never a
+    the modules pass ``_discover.protection.protection_of`` so that a supervisor is never a
     process the holder records would call protected. Each title is read
     within ``read_timeout`` seconds.
     """
@@ -140,7 +140,7 @@ class ProcProber:
     def device_holders(self):
         """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
 
-        One pass over every ``/proc/PID/fd`` (``_procfs.scan_device_holders``);
+        One pass over every ``/proc/PID/fd`` (``_host.procfs.scan_device_holders``);
         ``minors`` are the ``/dev/nvidiaN`` numbers held, ``uvm`` whether
         ``/dev/nvidia-uvm`` is held too.
         """
@@ -166,7 +166,7 @@ class ProcProber:
         return 'unknown' if status == DENIED else status
 
     def visible(self, pid):
-        """Whether a PID that NVML lists is a GPU holder here (``_visibility``: a device node, or the host's namespace)."""
+        """Whether a PID that NVML lists is a GPU holder here (``_discover.visibility``: a device node, or the host's namespace)."""
         if self.shares_namespace is None:
             self.shares_namespace = in_initial_pid_namespace()
         if self.shares_namespace:
@@ -196,7 +196,7 @@ class ProcProber:
             return None
 
     def grace_case(self, pid, signum):
-        """``(case, reason)`` when ``signum`` cannot reach ``pid``'s code (``_grace``), or None."""
+        """``(case, reason)`` when ``signum`` cannot reach ``pid``'s code (``_release.grace``), or None."""
         try:
             return grace_case(read_status(pid), signum)
         except Exception:  # pylint: disable=broad-except
@@ -209,7 +209,7 @@ class ProcProber:
         return dict((pid, found.get(pid)) for pid in pids)
 
     def in_host_namespace(self):
-        """Whether NVML's PIDs are this process's (``_visibility``)."""
+        """Whether NVML's PIDs are this process's (``_discover.visibility``)."""
         if self.shares_namespace is None:
             self.shares_namespace = in_initial_pid_namespace()
         return self.shares_namespace
@@ -246,7 +246,7 @@ class ProcProber:
         return started > mark + 1
 
     def ancestors(self, pid):
-        """PIDs of the ancestors of ``pid``, nearest first (``_proctree.ancestors``)."""
+        """PIDs of the ancestors of ``pid``, nearest first (``_host.proctree.ancestors``)."""
         return ancestors(pid)
 
     def describe(self, pid):

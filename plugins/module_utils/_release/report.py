@@ -8,7 +8,7 @@
 ``shape_result`` turns the GPU records, the holders, the plan and what
 ``Escalation.run`` returned into the module's result; the helpers above it
 shape the run's own lists (``released``, ``survivors``, ``stuck_gpus``,
-``steps``). The operator's next-step texts live here, and ``_proof`` uses
+``steps``). The operator's next-step texts live here, and ``_proof.verdict`` uses
 the same reset text.
 
 This file imports nothing from Ansible.
@@ -40,7 +40,7 @@ _PARENT_ONLY = ('action', 'systemd_unit', 'container')
 
 
 def released_entry(target):
-    """The ``released`` entry of a target (an ``_escalation`` target) that let its GPUs go."""
+    """The ``released`` entry of a target (an ``_release.escalation`` target) that let its GPUs go."""
     record = target.record
     return summarize(
         record,
@@ -97,6 +97,47 @@ def stuck_gpus(gpus, released, survivors, memory_after):
         if not ok and index not in alive_on:
             stuck.append({'index': index, 'memory_used_mib': memory_after.get(index), 'reason': why})
     return stuck
+
+
+def gpus_released(gpus, targets, pids_after, memory_after, known_pids, left_alone, over_limit, baseline_mib,
+                  threshold_mib=RELEASE_THRESHOLD_MIB):
+    """``{index: (released, reason)}`` for each of ``gpus``, from the last NVML reading. Pure.
+
+    ``targets``: pid -> target of the release; ``pids_after`` and ``memory_after``: what NVML listed and
+    read per GPU; ``known_pids``: every holder known to the release; ``left_alone`` and ``over_limit``: the
+    newcomers it left alone and those it did not examine. A GPU is released when no target is listed, no
+    unexamined newcomer holds it, and its memory is within ``threshold_mib`` of ``baseline_mib``, unless a
+    process left alone accounts for it.
+    """
+    target_pids = set(targets)
+    # Only GPUs a target held are waited on: a GPU that was already stuck
+    # with no holder is the reset stage's business, not this loop's.
+    held = set()
+    for target in targets.values():
+        held.update(target.record.get('gpus') or [])
+    result = {}
+    for index in gpus:
+        if index not in held:
+            result[index] = (True, None)
+            continue
+        pids = pids_after.get(index, set())
+        listed = sorted(pids & target_pids)
+        unexamined = sorted(pid for pid in pids if pid in over_limit)
+        used = memory_after.get(index)
+        limit = baseline_mib.get(index, 0) + threshold_mib
+        # Memory of a process left alone (unknown, or a newcomer out of
+        # scope or protected) is its own, not a stuck context.
+        others = (pids - known_pids) or (pids & set(left_alone))
+        if listed:
+            result[index] = (False, 'pid %s still listed by NVML' % ', '.join(str(p) for p in listed))
+        elif unexamined:
+            result[index] = (False, 'pid %s appeared during the release and was not examined'
+                             % ', '.join(str(p) for p in unexamined))
+        elif used is not None and used > limit and not others:
+            result[index] = (False, '%d MiB used' % used)
+        else:
+            result[index] = (True, None)
+    return result
 
 
 def step_entries(parents, step_log, freeze_supervisors_done, elapsed):

@@ -5,16 +5,17 @@
 
 """The release's handling of source parents: freeze first, then kill or thaw.
 
-Every source parent the plan names (``_plan.Plan.parents``, judged by
-``_parents.parent_verdict``) is frozen before any holder is signalled, so
+Every source parent the plan names (``_plan.plan.Plan.parents``, judged by
+``_plan.parents.parent_verdict``) is frozen before any holder is signalled, so
 that nothing can respawn a holder during the release. Once the holders are
 gone, supervisors are killed and the other frozen parents thawed. A parent
 planned to be thawed that starts a new holder during the release is a
 respawner after all, and is killed.
 
-``SupervisorSteps`` is a part of ``_escalation.Escalation``: it uses the
-loop's ``plan``, ``ladder``, ``prober``, ``parents``, ``supervisors`` and its
-``_signal``, ``_freeze`` and ``_thaw``.
+``SourceParents`` is a collaborator of ``escalation.Escalation``: it owns
+the release's ``parents`` and ``supervisors`` (the results the report shows),
+signals through the release's ``signals.Signals`` and asks the prober for a
+newcomer's ancestors.
 
 This file imports nothing from Ansible.
 """
@@ -32,8 +33,21 @@ from .._plan.parents import REASON_RESPAWNED, respawned
 from .._plan.parents import THAW as PARENT_THAW
 
 
-class SupervisorSteps:
-    """Freezing, killing and thawing the source parents of one release (see above)."""
+class SourceParents:
+    """Freezing, killing and thawing the source parents of one release (see above).
+
+    ``plan``: the release's plan (``parents``, or the older ``supervisors``); ``ladder``: its steps (a parent
+    is frozen only when the ladder has a freeze step, killed only when it has a SIGKILL step); ``signals``:
+    the release's ``Signals``; ``prober``: its ``ProcProber`` (``ancestors``).
+    """
+
+    def __init__(self, plan, ladder, signals, prober):
+        self.plan = plan
+        self.ladder = ladder
+        self.signals = signals
+        self.prober = prober
+        self.parents = []
+        self.supervisors = []
 
     def _has_action(self, action=None, signum=None):
         for step in self.ladder:
@@ -43,7 +57,7 @@ class SupervisorSteps:
                 return True
         return False
 
-    def _freeze_supervisors(self):
+    def freeze_all(self):
         """Freeze every source parent before anything else is signalled (``plan.frozen_parents``)."""
         parents = list(getattr(self.plan, 'parents', None) or [])
         if not parents:
@@ -61,7 +75,7 @@ class SupervisorSteps:
                 result['outcome'] = 'left alone: the ladder has no freeze step'
                 continue
             ref = ProcessRef(entry['pid'], entry['create_time'])
-            outcome = self._freeze(ref, '(%s), %s of pid %s' % (
+            outcome = self.signals.freeze(ref, '(%s), %s of pid %s' % (
                 entry['title'], 'supervisor' if entry['action'] == PARENT_KILL else 'parent',
                 ', '.join(str(p) for p in entry['children'])))
             result['outcome'] = 'frozen' if outcome == SENT else outcome
@@ -73,20 +87,20 @@ class SupervisorSteps:
         if ref is None:
             return
         if self._has_action(signum=signal.SIGKILL):
-            outcome = self._signal(ref, signal.SIGKILL, '(%s), supervisor' % result['title'])
+            outcome = self.signals.send(ref, signal.SIGKILL, '(%s), supervisor' % result['title'])
             result['outcome'] = 'frozen and killed' if outcome == SENT else 'frozen, then %s' % outcome
         else:
-            self._thaw(ref, '(%s), supervisor' % result['title'])
+            self.signals.thaw(ref, '(%s), supervisor' % result['title'])
             result['outcome'] = 'frozen, then thawed: the ladder has no SIGKILL step'
 
     def _thaw_parent(self, result):
         ref = result.pop('_ref', None)
         if ref is None:
             return
-        outcome = self._thaw(ref, '(%s), parent' % result['title'])
+        outcome = self.signals.thaw(ref, '(%s), parent' % result['title'])
         result['outcome'] = 'frozen, then thawed' if outcome == SENT else 'frozen, then %s' % outcome
 
-    def _end_parents(self):
+    def end(self):
         """Once the holders are gone: kill the supervisors, thaw the other frozen parents."""
         for result in self.parents:
             if '_ref' not in result:
@@ -96,7 +110,7 @@ class SupervisorSteps:
             else:
                 self._thaw_parent(result)
 
-    def _note_respawn(self, pid):
+    def note_respawn(self, pid):
         """A newcomer whose ancestor is a parent planned to be thawed: that parent is a respawner."""
         ancestors = self.prober.ancestors(pid)
         for result in self.parents:
@@ -106,7 +120,7 @@ class SupervisorSteps:
                 if result not in self.supervisors:
                     self.supervisors.append(result)
 
-    def _kill_supervisors_of(self, pid):
+    def kill_supervisors_of(self, pid):
         for result in self.supervisors:
             if pid in result['children'] and '_ref' in result:
                 self._kill_supervisor(result)

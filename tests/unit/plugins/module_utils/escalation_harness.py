@@ -6,7 +6,7 @@
 """The release loop's test harness: a simulated world (processes, NVML, clock and signals in one object),
 holder records, and real child processes that only the tests start and signal.
 
-Shared by the tests of ``_escalation`` and of its parts (``_supervisors``, ``_trees``, ``_newcomers``).
+Shared by the tests of ``_release.escalation`` and of its parts (``_release.source_parents``, ``_release.trees``, ``_release.newcomers``).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -69,7 +69,7 @@ def no_library(monkeypatch, fake_nvml_factory):
 def point_discovery(monkeypatch, fake_dev):
     """``point_discovery(module)`` makes the module see holders of the stand-in nodes only, never the host's.
 
-    Every module looks through ``_discovery``, so that is where the look is pointed.
+    Every module looks through ``_flows.module_harness``, so that is where the look is pointed.
     """
     def at(module):
         monkeypatch.setattr(_discovery, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""gpu_assert_free's flow (``_prove``): its input checks and the parent's name it reports.
+"""gpu_assert_free's flow (``_flows.assert_free``): its input checks and the parent's name it reports.
 
 The whole flow runs in tests/unit/plugins/modules/test_gpu_assert_free.py, through the module.
 """

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""One look at the host (``_discovery``), with a stand-in NVML and stand-in device nodes."""
+"""One look at the host (``_flows.module_harness``), with a stand-in NVML and stand-in device nodes."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""gpu_reclaim's flow (``_reclaim``): its input checks and the bounded commands it runs.
+"""gpu_reclaim's flow (``_flows.reclaim``): its input checks and the bounded commands it runs.
 
 The whole flow runs in tests/unit/plugins/modules/test_gpu_reclaim.py, through the module.
 """
@@ -21,7 +21,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harne
 
 
 class Host:
-    """The part of a module that ``_reclaim`` uses for commands, with answers given by the test."""
+    """The part of a module that ``_flows.reclaim`` uses for commands, with answers given by the test."""
 
     def __init__(self, answers=None, binaries=('systemctl', 'timeout')):
         self.answers = list(answers or [])

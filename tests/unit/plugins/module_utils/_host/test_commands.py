@@ -40,7 +40,6 @@ def test_a_command_gets_no_more_than_the_callers_deadline_leaves(left, seconds):
     assert host.calls == [['/usr/bin/timeout', '--kill-after=5', str(seconds), 'podman', 'ps']]
 
 
-
 def test_every_command_runs_in_the_c_locale_without_a_pager():
     host = BinHost([(0, '', '')])
     _commands.command_runner(host)(['systemctl', 'show'])

@@ -15,6 +15,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._host import procfs
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'proc')
 
+
 def fixture(*parts):
     with open(os.path.join(FIXTURES, *parts), 'rb') as handle:
         return handle.read().decode('utf-8')

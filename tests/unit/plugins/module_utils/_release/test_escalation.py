@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The release loop (``_escalation``) against a simulated world and real child processes."""
+"""The release loop (``_release.escalation``) against a simulated world and real child processes."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -197,7 +197,7 @@ def test_an_exception_in_the_loop_thaws_what_it_froze(monkeypatch):
     def failing_kill(target, signum):
         raise RuntimeError('the kill step failed')
     # Between the freeze and the kill, something fails.
-    monkeypatch.setattr(escalation, '_kill_tree', failing_kill)
+    monkeypatch.setattr(escalation.trees, 'kill', failing_kill)
     with pytest.raises(RuntimeError, match='the kill step failed'):
         escalation.run()
     assert world.sent == [(4242, 'SIGSTOP'), (4242, 'SIGCONT')]

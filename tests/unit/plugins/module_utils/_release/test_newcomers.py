@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Holders that appear during the release (``_newcomers``), through the loop."""
+"""Holders that appear during the release (``_release.newcomers``), through the loop."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""What a release reports (``_report``): entries, stuck GPUs, steps and the operator's next steps. Pure."""
+"""What a release reports (``_release.report``): entries, stuck GPUs, steps and the operator's next steps. Pure."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -78,3 +78,23 @@ def test_failure_lines_end_with_the_next_step():
     assert lines[0].endswith('next step: ' + _report.RESET_STEP % 0)
     assert lines[1].startswith('GPU 1 (GPU-1) still has 512 MiB used after every targeted holder is gone')
     assert lines[1].endswith(_report.RESET_STEP % 1)
+
+
+class _Target:
+    def __init__(self, gpus):
+        self.record = {'gpus': gpus}
+
+
+def test_a_gpu_is_released_when_nothing_of_the_release_holds_it_and_its_memory_is_back():
+    targets = {10: _Target([0]), 11: _Target([1])}
+    result = _report.gpus_released(
+        [0, 1, 2, 3], targets, pids_after={0: {10}, 1: set(), 3: {99}}, memory_after={1: 900, 2: 5000, 3: 10},
+        known_pids={10, 11}, left_alone={}, over_limit={}, baseline_mib={1: 100}, threshold_mib=64)
+    assert result == {0: (False, 'pid 10 still listed by NVML'), 1: (False, '900 MiB used'),
+                      2: (True, None), 3: (True, None)}
+    # Memory a process left alone holds is its own; a newcomer not examined keeps its GPU busy.
+    targets = {10: _Target([0, 1])}
+    result = _report.gpus_released(
+        [0, 1], targets, pids_after={0: {50}, 1: {60}}, memory_after={0: 900, 1: 900}, known_pids={10, 50, 60},
+        left_alone={50: 'out of scope'}, over_limit={60: {1}}, baseline_mib={})
+    assert result == {0: (True, None), 1: (False, 'pid 60 appeared during the release and was not examined')}

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Source parents frozen first, killed or thawed last (``_supervisors``), through the loop."""
+"""Source parents frozen first, killed or thawed last (``_release.source_parents``), through the loop."""
 
 from __future__ import absolute_import, division, print_function
 

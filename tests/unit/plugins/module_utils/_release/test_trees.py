@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""A target's process tree frozen and killed with it (``_trees``), through the loop."""
+"""A target's process tree frozen and killed with it (``_release.trees``), through the loop."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -164,7 +164,7 @@ CONFIRM_CASES = [
 def test_confirm_container(case):
     run = TableRunner(case['commands'])
     policy, why = _container.confirm_container(case['cli'], {'runtime': case['cli'], 'id': C}, case['pids'], run,
-                                             lambda pid: case['parents'].get(pid, []))
+                                               lambda pid: case['parents'].get(pid, []))
     assert run.expected == [], 'commands not run: %s' % run.expected
     if 'policy' in case:
         assert (policy, why) == (case['policy'], None)
@@ -214,4 +214,4 @@ def test_the_real_process_tree_confirms_a_descendant(spawned):
     child = spawned('import time; time.sleep(30)')
     run = TableRunner([(DOCKER_INSPECT, (0, inspected(os.getpid(), 'always'), ''))])
     assert _container.confirm_container('docker', {'runtime': 'docker', 'id': C}, [child.pid], run,
-                                      _sources.live_ancestors) == ('always', None)
+                                        _sources.live_ancestors) == ('always', None)
