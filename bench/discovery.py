@@ -10,7 +10,7 @@ stand-in NVIDIA device nodes open (``/dev/null`` clones in a private folder:
 ``nvidiactl``, ``nvidia-uvm`` and one ``nvidiaN`` each, as a CUDA process
 does). Then, alternating, it times
 
-- ours: ``_holders.discover`` of the collection's module_utils, the code the
+- ours: ``_discover.holders.discover`` of the collection's module_utils, the code the
   modules run (one pass over every process's fds, records for the holders),
   in this process, with an NVML view that lists the GPUs and no processes;
 - the baseline: ``fuser -v`` over the same device nodes, as a command.
@@ -80,7 +80,8 @@ def main(argv=None):
                          'unshare --pid --fork --mount-proc %s %s\n' % (sys.executable, __file__))
         return 2
     sys.path.insert(0, collection_path())
-    from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml  # pylint: disable=import-outside-toplevel
 
     dev_dir = tempfile.mkdtemp(prefix='bench-dev-')
     make_nodes(dev_dir)

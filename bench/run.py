@@ -7,7 +7,7 @@ script: the median of several repetitions of each side, run alternately, with
 the spread. Results go to bench/results/latest.json and to the table in
 bench/README.md.
 
-- ``discovery_vs_fuser_10k``: holder discovery (``_holders.discover``, the
+- ``discovery_vs_fuser_10k``: holder discovery (``_discover.holders.discover``, the
   modules' code) on 10,000 processes, 100 of them holding stand-in device
   nodes, against ``fuser -v`` over the same nodes; in a private PID namespace
   (bench/discovery.py).
@@ -319,7 +319,8 @@ for relative, text in files.items():
     with open(path, "w") as handle:
         handle.write(text)
 sys.path.insert(0, root)
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _holders, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
 timeout = float(sys.argv[1])
 started = time.monotonic()
 view = _nvml.read_inventory(timeout)
@@ -330,7 +331,7 @@ print(json.dumps({"seconds": seconds, "holders": [(h["pid"], h["unreadable"]) fo
 
 
 def module_utils_files():
-    """The collection's module_utils as ``{path under a collections root: text}``."""
+    """The collection's module_utils as ``{path under a collections root: text}``, subpackages included."""
     files = {}
     package = 'ansible_collections/gpuops/reclaim'
     for folder in ('', '/plugins', '/plugins/module_utils'):
@@ -338,10 +339,13 @@ def module_utils_files():
     files['ansible_collections/__init__.py'] = ''
     files['ansible_collections/gpuops/__init__.py'] = ''
     utils = os.path.join(ROOT, 'plugins', 'module_utils')
-    for name in sorted(os.listdir(utils)):
-        if name.endswith('.py'):
-            with open(os.path.join(utils, name)) as handle:
-                files[package + '/plugins/module_utils/' + name] = handle.read()
+    for folder, dirs, names in os.walk(utils):
+        dirs.sort()
+        for name in sorted(names):
+            if name.endswith('.py'):
+                relative = os.path.relpath(os.path.join(folder, name), utils).replace(os.sep, '/')
+                with open(os.path.join(folder, name)) as handle:
+                    files[package + '/plugins/module_utils/' + relative] = handle.read()
     return files
 
 

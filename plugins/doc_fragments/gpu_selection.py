@@ -10,7 +10,7 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # Matches GPU_SELECTION_ARGUMENT_SPEC in plugins/module_utils/_selectors.py.
+    # Matches GPU_SELECTION_ARGUMENT_SPEC in plugins/module_utils/_discover/selectors.py.
     DOCUMENTATION = r'''
 options:
   gpus:

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # Matches NVML_ARGUMENT_SPEC in plugins/module_utils/_nvml.py.
+    # Matches NVML_ARGUMENT_SPEC in plugins/module_utils/_host/nvml.py.
     DOCUMENTATION = r'''
 options:
   nvml_timeout:

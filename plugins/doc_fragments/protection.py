@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
 )
@@ -21,7 +21,7 @@ def _listed(names):
 
 class ModuleDocFragment(object):
 
-    # Matches PROTECTION_ARGUMENT_SPEC in plugins/module_utils/_protection.py. The default
+    # Matches PROTECTION_ARGUMENT_SPEC in plugins/module_utils/_discover/protection.py. The default
     # names (in the notes) are filled in below from its lists; a unit test checks the rendered lists.
     DOCUMENTATION = r'''
 options:

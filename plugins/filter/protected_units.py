@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import is_protected_unit
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protection import is_protected_unit
 
 
 def protected_units(units, protect_units=None, unprotect=None):

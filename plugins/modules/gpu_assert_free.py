@@ -227,10 +227,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import DEFAULT_POLL_INTERVAL
-from ansible_collections.gpuops.reclaim.plugins.module_utils._prove import prove
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import answer, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import DEFAULT_POLL_INTERVAL
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.assert_free import prove
 
 
 def main():

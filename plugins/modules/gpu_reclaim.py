@@ -580,16 +580,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import answer, argument_spec, missing_library
-from ansible_collections.gpuops.reclaim.plugins.module_utils._host_lock import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import seconds_spec
-from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
-    DEFAULT_GRACE_SECONDS,
-    DEFAULT_KILL_SECONDS,
-    DEFAULT_POLL_INTERVAL,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import KINDS, ON_SHARED_HOLDER
-from ansible_collections.gpuops.reclaim.plugins.module_utils._reclaim import reclaim
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import answer, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host.lock import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import DEFAULT_POLL_INTERVAL, seconds_spec
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import DEFAULT_GRACE_SECONDS, DEFAULT_KILL_SECONDS
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import KINDS, ON_SHARED_HOLDER
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.reclaim import reclaim
 
 
 def main():

@@ -178,34 +178,10 @@ msg:
   sample: "2 unit(s) audited; 1 leave(s) GPU holders behind on stop: vllm.service (KillMode=process)"
 '''
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
-    Failure,
-    argument_spec,
-    check_options,
-    look,
-    missing_library,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _proctree
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _units
-
-SYSTEMCTL_TIMEOUT = 30
-WITHOUT_NVML = 'NVML cannot be used (%s); GPU holders are found from /proc alone.'
-
-
-def systemctl(module, argv):
-    # systemctl can block on a busy or wedged PID 1; bound it with coreutils' timeout.
-    timeout = module.get_bin_path('timeout')
-    bounded = [timeout, '--kill-after=5', str(SYSTEMCTL_TIMEOUT)] + argv if timeout else argv
-    rc, out, err = module.run_command(bounded, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
-    if timeout and rc in (124, 137):
-        module.fail_json(msg='%s did not answer within %d s' % (' '.join(argv), SYSTEMCTL_TIMEOUT), rc=rc)
-    if rc != 0:
-        module.fail_json(msg='%s failed (rc=%d): %s' % (' '.join(argv), rc, err.strip()), rc=rc, stderr=err)
-    return out
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import answer, argument_spec, missing_library
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.unit_audit import audit
 
 
 def main():
@@ -218,50 +194,7 @@ def main():
     missing = missing_library(require_nvml=False)
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
-    try:
-        check_options(module.params)
-        for index, pattern in enumerate(module.params['units']):
-            if not pattern or pattern.startswith('-') or os.sep in pattern:
-                raise Failure('units[%d] must be a unit name or glob; got: %r' % (index, pattern))
-        snapshot = look(module, module.params, WITHOUT_NVML, select=False).snapshot
-    except Failure as exc:
-        module.fail_json(msg=str(exc), **exc.fields)
-
-    names = _units.units_of_holders(snapshot.holders)
-    missing = []
-    for pattern in module.params['units']:
-        if _units.is_glob(pattern):
-            matched = _units.parse_list_units(
-                systemctl(module, _units.list_units_command(pattern))
-                + systemctl(module, _units.list_unit_files_command(pattern)))
-        else:
-            matched = [pattern]
-        if not matched:
-            missing.append(pattern)
-        names.extend(name for name in matched if name not in names)
-
-    records = []
-    if names:
-        parents = _proctree.parent_map()
-        for properties in _units.parse_show(systemctl(module, _units.show_command(names))):
-            if properties.get('LoadState') == 'not-found' and properties.get('Id') in module.params['units']:
-                missing.append(properties['Id'])
-                continue
-            records.append(_units.audit_unit(properties, snapshot.holders, parents))
-    if missing:
-        # Installed units too: a stopped unit may be unloaded.
-        loaded = _units.parse_list_units(systemctl(module, _units.list_units_command('*'))
-                                         + systemctl(module, _units.list_unit_files_command('*')))
-        text = _units.missing_units_message(missing, loaded)
-        if not module.params['ignore_missing']:
-            module.fail_json(msg=text + '; nothing was audited (ignore_missing: true makes this a warning)',
-                             missing_units=missing)
-        module.warn(text)
-
-    msg = _units.summarize(records)
-    if module.params['fail_on_orphaning'] and any(record['leaves_orphans'] for record in records):
-        module.fail_json(msg=msg, units=records, nvml_available=snapshot.nvml_available)
-    module.exit_json(changed=False, msg=msg, units=records, nvml_available=snapshot.nvml_available)
+    answer(module, audit)
 
 
 if __name__ == '__main__':

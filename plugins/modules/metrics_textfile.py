@@ -71,7 +71,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._safe_file import open_directory, write_text
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host.safe_file import open_directory, write_text
 
 
 def main():

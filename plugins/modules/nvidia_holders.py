@@ -372,16 +372,8 @@ holders:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._discovery import (
-    Failure,
-    argument_spec,
-    check_options,
-    look,
-    missing_library,
-)
-
-WITHOUT_NVML = ('NVML cannot be used (%s). Showing the /proc view only: no GPU memory figures, GPU indices '
-                'are /dev/nvidiaN minor numbers, and processes that hold no device node open are not seen.')
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.holders import holders
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harness import answer, argument_spec, missing_library
 
 
 def main():
@@ -389,21 +381,7 @@ def main():
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])
-    try:
-        check_options(module.params)
-        snapshot = look(module, module.params, WITHOUT_NVML).snapshot
-    except Failure as exc:
-        module.fail_json(msg=str(exc), **exc.fields)
-
-    module.exit_json(
-        changed=False,
-        msg=snapshot.summary(),
-        gpus=snapshot.gpus,
-        holders=snapshot.holders,
-        nvml_available=snapshot.nvml_available,
-        driver_version=snapshot.driver_version,
-        unreadable_processes=snapshot.unreadable,
-    )
+    answer(module, holders)
 
 
 if __name__ == '__main__':

@@ -25,7 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_show
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.unit_audit import parse_show
 
 
 def _holder_name(holder):

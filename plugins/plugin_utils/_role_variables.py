@@ -29,23 +29,24 @@ __metaclass__ = type
 import difflib
 from collections.abc import Mapping
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import InputError, check_entries, check_globs
-from ansible_collections.gpuops.reclaim.plugins.module_utils._input import to_seconds
-from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import InputError, check_entries, check_globs
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import to_seconds
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import (
     MAX_WAIT_SECONDS,
     EscalationError,
+    SettleError,
     check_poll_interval,
     check_seconds,
-    parse_ladder,
+    check_settle_seconds,
+    check_timeout,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._nvml import check_timeout
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope
-from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import ProofError, check_limits
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import (
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import parse_ladder
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import build_scope
+from ansible_collections.gpuops.reclaim.plugins.module_utils._proof.verdict import ProofError, check_limits
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protection import (
     ProtectionError,
     check_protection_options,
 )
-from ansible_collections.gpuops.reclaim.plugins.module_utils._settle import SettleError, check_settle_seconds
 
 PREFIX = 'gpu_reclaim_'
 # Public variables the role sets itself: a later run in the same play sees them.

@@ -17,8 +17,8 @@ __metaclass__ = type
 import difflib
 import fnmatch
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils._protection import is_protected_unit
-from ansible_collections.gpuops.reclaim.plugins.module_utils._units import parse_list_units
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protection import is_protected_unit
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.unit_audit import parse_list_units
 
 
 def pattern_matches(pattern, unit):

@@ -30,7 +30,7 @@ pynvml = pytest.importorskip('pynvml')
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 SOURCE = os.path.join(REPO, 'tests', 'simhost', 'nvml', 'nvml_sim.c')
 INCLUDE = os.path.join(REPO, 'build', 'simhost', 'nvml-include')
-PRODUCT_NVML = os.path.join(REPO, 'plugins', 'module_utils', '_nvml.py')
+PRODUCT_NVML = os.path.join(REPO, 'plugins', 'module_utils', '_host', 'nvml.py')
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which('gcc') and os.path.exists(os.path.join(INCLUDE, 'nvml.h'))),
@@ -72,7 +72,7 @@ def resolved_symbols(name, seen=None):
 
 def product_calls():
     if not os.path.exists(PRODUCT_NVML):
-        pytest.skip('plugins/module_utils/_nvml.py is not there')
+        pytest.skip('plugins/module_utils/_host/nvml.py is not there')
     with open(PRODUCT_NVML) as handle:
         names = set(re.findall(r'\b(nvml[A-Z]\w+)', handle.read()))
     return sorted(name for name in names if callable(getattr(pynvml, name, None)))

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _prober
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release import prober as _prober
 from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalation_harness import kill_tree
 
 

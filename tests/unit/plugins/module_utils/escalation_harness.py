@@ -6,7 +6,7 @@
 """The release loop's test harness: a simulated world (processes, NVML, clock and signals in one object),
 holder records, and real child processes that only the tests start and signal.
 
-Shared by the tests of ``_escalation`` and of its parts (``_supervisors``, ``_trees``, ``_newcomers``).
+Shared by the tests of ``_release.escalation`` and of its parts (``_release.source_parents``, ``_release.trees``, ``_release.newcomers``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,15 +19,13 @@ import time
 
 import psutil
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import (
-    _plan,
-    _prober,
-    _proctree,
-)
-from ansible_collections.gpuops.reclaim.plugins.module_utils._escalation import Escalation
-from ansible_collections.gpuops.reclaim.plugins.module_utils._identity import ProcessRef
-from ansible_collections.gpuops.reclaim.plugins.module_utils._ladder import parse_ladder
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import build_scope, plan_release
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import plan as _plan
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release import prober as _prober
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import proctree as _proctree
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release.escalation import Escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release.identity import ProcessRef
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import parse_ladder
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import build_scope, plan_release
 
 
 def holder(pid, gpus=(0,), **extra):

@@ -29,7 +29,10 @@ except ImportError:  # ansible-core 2.18 and older have no helper: set the argum
         finally:
             basic._ANSIBLE_ARGS = saved
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _holders, _host_lock, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import lock as _host_lock
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +69,7 @@ def no_library(monkeypatch, fake_nvml_factory):
 def point_discovery(monkeypatch, fake_dev):
     """``point_discovery(module)`` makes the module see holders of the stand-in nodes only, never the host's.
 
-    Every module looks through ``_discovery``, so that is where the look is pointed.
+    Every module looks through ``_flows.module_harness``, so that is where the look is pointed.
     """
     def at(module):
         monkeypatch.setattr(_discovery, 'discover', functools.partial(_holders.discover, dev_dir=fake_dev))

@@ -14,7 +14,9 @@ import threading
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _nvml, _procfs
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import cgroup as _cgroup
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_assert_free
 
 
@@ -161,7 +163,7 @@ def own_container():
     """The container this test runs in (the ansible-core matrix runs some releases in one), or None."""
     with open('/proc/self/cgroup') as handle:
         for line in handle:
-            found = _procfs.container_from_path(line.rstrip('\n').split(':', 2)[-1])
+            found = _cgroup.container_from_path(line.rstrip('\n').split(':', 2)[-1])
             if found:
                 return found
     return None

@@ -17,7 +17,11 @@ import psutil
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _escalation, _identity, _nvml, _prober
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release import escalation as _escalation
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release import identity as _identity
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils._release import prober as _prober
 from ansible_collections.gpuops.reclaim.plugins.modules import gpu_reclaim
 
 

@@ -13,7 +13,8 @@ import os
 import pytest
 
 
-from ansible_collections.gpuops.reclaim.plugins.module_utils import _discovery, _nvml
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
 from ansible_collections.gpuops.reclaim.plugins.modules import nvidia_holders
 
 
