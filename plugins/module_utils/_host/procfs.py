@@ -265,21 +265,31 @@ def fd_device_paths(pid, prefix, proc_root=PROC_ROOT):
     Raises PermissionError / FileNotFoundError for the fd directory itself;
     an fd closed while being read is skipped.
     """
-    found = set()
-    readlink = os.readlink
     own = '%s/%d/fd' % (proc_root, pid)
     names = os.listdir(own)
+    listings = []
     for fd_dir in fd_dirs(pid, proc_root, names):
         try:
-            listing = names if fd_dir == own else os.listdir(fd_dir)
+            listings.append((fd_dir, names if fd_dir == own else os.listdir(fd_dir)))
         except OSError:
             continue
-        for name in listing:
+    return nodes_in(listings, prefix) or set()
+
+
+def nodes_in(listings, prefix, readlink=None):
+    """The nodes held by the fds of ``listings`` (``[(fd folder, names)]``) whose targets start with
+    ``prefix``, by ``node_held``; None when there are none. An fd closed while being read is skipped."""
+    readlink = readlink or os.readlink
+    found = None
+    for fd_dir, names in listings:
+        for name in names:
             try:
                 target = readlink(fd_dir + '/' + name)
             except OSError:
                 continue
             if target.startswith(prefix):
+                if found is None:
+                    found = set()
                 found.add(node_held(fd_dir + '/' + name, _strip_deleted(target), prefix))
     return found
 
@@ -387,22 +397,8 @@ def scan_device_holders(proc_root=PROC_ROOT, dev_dir=DEV_DIR, skip_pids=()):
             except OSError:
                 vanished += 1
                 continue
-            found = None
-            if fds:
-                dirs = ((fd_dir, fds),)
-            else:
-                # Empty: a process without files, or one whose leader thread has exited.
-                dirs = _thread_fd_listings(pid, proc_root)
-            for fd_dir, fds in dirs:
-                for fd in fds:
-                    try:
-                        target = readlink(fd_dir + '/' + fd)
-                    except OSError:
-                        continue
-                    if target.startswith(prefix):
-                        if found is None:
-                            found = set()
-                        found.add(node_held(fd_dir + '/' + fd, _strip_deleted(target), prefix))
+            # Empty: a process without files, or one whose leader thread has exited.
+            found = nodes_in(((fd_dir, fds),) if fds else _thread_fd_listings(pid, proc_root), prefix, readlink)
             if found:
                 holders[pid] = found
     return holders, unreadable, vanished
