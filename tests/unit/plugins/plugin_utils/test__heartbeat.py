@@ -22,11 +22,16 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._heartbeat import (
 
 def test_a_line_per_interval_while_the_block_runs():
     lines = []
+    started = time.monotonic()
     with Heartbeat(lines.append, 'gpu07', 'the release of GPU 0', interval=0.05) as beat:
-        time.sleep(0.28)
+        # However busy the machine, until three beats came (or 10 s passed).
+        while len(lines) < 3 and time.monotonic() < started + 10:
+            time.sleep(0.01)
+    elapsed = time.monotonic() - started
     count = len(lines)
     time.sleep(0.15)
-    assert 4 <= count <= 6 and len(lines) == count == beat.lines, lines
+    # Three beats, never more than one per interval, and none after the block.
+    assert 3 <= count <= elapsed / 0.05 + 1 and len(lines) == count == beat.lines, lines
     assert lines[0].startswith('[gpu07]: still waiting after 0 s for the release of GPU 0')
 
 
@@ -62,6 +67,11 @@ def test_a_line_that_cannot_be_printed_ends_the_beat_not_the_block():
         raise IOError('closed')
 
     with Heartbeat(broken, 'h', 'w', interval=0.01):
+        # However busy the machine, until the first beat came (or 10 s passed), then ten intervals more:
+        # a beat that went on would print again.
+        started = time.monotonic()
+        while not calls and time.monotonic() < started + 10:
+            time.sleep(0.01)
         time.sleep(0.1)
     assert len(calls) == 1
 

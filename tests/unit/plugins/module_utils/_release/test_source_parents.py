@@ -10,7 +10,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import signal
-import time
 
 import psutil
 import pytest
@@ -58,8 +57,7 @@ def test_real_respawning_supervisor_is_frozen_and_killed(spawned):
     assert result['supervisors'][0]['outcome'] == 'frozen and killed'
     assert supervisor.wait(2) == -signal.SIGKILL
     assert [e['pid'] for e in result['released']] == [worker.pid]
-    time.sleep(0.1)
-    assert not alive(worker.pid)
+    wait_for(lambda: not alive(worker.pid))
 
 
 def test_parent_with_other_children_is_frozen_first_and_thawed_at_the_end():
