@@ -17,13 +17,15 @@ Each job's output goes to build/test-logs/NAME.log; this prints one line when
 a job starts and one when it ends, with its time, and at the end the tail of
 every failed job's log and a table of all jobs. The slowest jobs start first,
 by the durations of the last run (build/test-logs/durations.json), else by the
-estimates below. The exit status is 1 when any job failed.
+estimates below. A job that runs past --job-timeout is stopped (its whole
+session) and fails. The exit status is 1 when any job failed.
 Python 3 standard library only.
 """
 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -89,9 +91,10 @@ def estimate(name, durations):
 
 
 class Runner:
-    def __init__(self, selected, width):
+    def __init__(self, selected, width, timeout):
         self.pending = list(selected)
         self.width = width
+        self.timeout = timeout
         self.lock = threading.Lock()
         self.results = {}
         self.started = time.monotonic()
@@ -118,8 +121,20 @@ class Runner:
             self.say("start %s" % name)
             begun = time.monotonic()
             with open(path, "w") as log:
-                code = subprocess.call(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                       stdout=log, stderr=subprocess.STDOUT)
+                # A session of its own, so that a job past its time is stopped with all it started.
+                proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+                try:
+                    code = proc.wait(timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                    log.write("\nrun_tests: stopped after %d s, the limit of one job\n" % self.timeout)
+                    code = 124
             seconds = time.monotonic() - begun
             with self.lock:
                 self.results[name] = (code, seconds)
@@ -148,6 +163,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", default_width())),
                         help="jobs at once (default TEST_JOBS, else the CPU count plus one)")
+    parser.add_argument("--job-timeout", type=int, default=1800,
+                        help="seconds one job may run before it is stopped and fails (default 1800)")
     parser.add_argument("--only", default="", help="comma-separated job names")
     parser.add_argument("--list", action="store_true", help="print the job names and exit")
     args = parser.parse_args(argv)
@@ -171,7 +188,7 @@ def main(argv=None):
     os.makedirs(LOGS, exist_ok=True)
     durations = load_durations()
     selected.sort(key=lambda job: -estimate(job[0], durations))
-    runner = Runner(selected, args.jobs)
+    runner = Runner(selected, args.jobs, args.job_timeout)
     print("%d jobs, %d at a time; logs in build/test-logs/" % (len(selected), args.jobs))
     sys.stdout.flush()
     wall = runner.run()
