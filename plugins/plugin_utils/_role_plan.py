@@ -31,7 +31,7 @@ RESULTS = ('first_look', 'keep_found', 'units_found', 'units_stopped', 'containe
 
 
 # The plan of a run whose preflight did not run.
-NOTHING = {'look_files': [], 'stage_files': [], 'summary_files': [], 'stages': {'keep_found': False, 'prove': False}}
+NOTHING = {'look_files': [], 'stage_files': [], 'summary_files': [], 'run_files': [], 'stages': {'keep_found': False, 'prove': False}}
 
 
 def truth(value):
@@ -212,6 +212,8 @@ def role_plan(state):
         released_gpus.extend(gpu for gpu in holder.get('gpus') or [] if gpu not in released_gpus)
     reset = reset_stage(state['host'], int(variables.get('max_used_mib') or 0), release.get('gpus'),
                         look.get('gpus') or [], results)
+    summary_files = ['summary_keep'] + (['report'] if variables.get('report_dir') else []) + (
+        ['metrics'] if variables.get('metrics_textfile_dir') and not state['check_mode'] else [])
     return {
         'look': look,
         'look_failed': failed_look,
@@ -219,14 +221,16 @@ def role_plan(state):
         'keep': keep,
         'error': preflight_error,
         'run_error': run_error,
-        # What main.yml includes, in order: the look, the stages after it, the summary (on every path).
+        # What main.yml includes, in order: the look, the stages after it, the summary's keeping and saving
+        # (after the last stage, or in the rescue); summary.yml, which shows it, comes after them.
         'look_files': [] if state.get('error') else (
             (['dependencies'] if settings['install'] else [])
             + (['release'] if settings['look_in_release'] else ['first_look'])
             + (['keep_found'] if _listed(variables.get('keep_units')) else [])),
         'stage_files': files,
-        'summary_files': ['summary_keep'] + (['report'] if variables.get('report_dir') else [])
-        + (['metrics'] if variables.get('metrics_textfile_dir') and not state['check_mode'] else []) + ['summary'],
+        'summary_files': summary_files,
+        # The stage loop's: the stages, then the summary's keeping and saving.
+        'run_files': files + summary_files,
         'stages': {
             'keep_found': bool(_listed(variables.get('keep_units'))) and not failed_look,
             # After a stop on a host that was free, only when something was stopped; never after a failed

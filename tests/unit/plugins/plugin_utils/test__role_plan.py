@@ -75,7 +75,7 @@ def test_the_release_is_the_first_look_only_when_the_tags_select_it(run_tags, sk
 def test_before_the_first_look_the_release_is_the_look():
     plan = role_plan(state())
     assert plan['look_files'] == ['release']
-    assert plan['summary_files'] == ['summary_keep', 'summary']
+    assert plan['summary_files'] == ['summary_keep']
     assert not plan['look_failed'] and plan['error'] == '' and plan['run_error'] == ''
     assert plan['stages']['prove']
 
@@ -98,7 +98,7 @@ def test_a_busy_host_is_proven_after_its_release():
 def test_a_variable_error_runs_no_stage():
     plan = role_plan(state(error='gpu_reclaim_scope_user: unknown'))
     assert stages(plan) == [] and plan['run_error'] == 'gpu_reclaim_scope_user: unknown'
-    assert plan['summary_files'] == ['summary_keep', 'summary']
+    assert plan['summary_files'] == ['summary_keep']
 
 
 def test_a_release_that_looked_and_failed_is_the_preflight_error():
@@ -176,8 +176,9 @@ def test_a_failed_proof_is_the_error():
 
 def test_outputs_follow_their_variables():
     plan = role_plan(state(report_dir='/r', metrics_textfile_dir='/m'))
-    assert plan['summary_files'] == ['summary_keep', 'report', 'metrics', 'summary']
-    assert role_plan(state(check_mode=True, metrics_textfile_dir='/m'))['summary_files'] == ['summary_keep', 'summary']
+    assert plan['summary_files'] == ['summary_keep', 'report', 'metrics']
+    assert plan['run_files'] == plan['stage_files'] + plan['summary_files']
+    assert role_plan(state(check_mode=True, metrics_textfile_dir='/m'))['summary_files'] == ['summary_keep']
 
 
 def test_without_preflight_there_is_nothing_to_do():
