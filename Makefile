@@ -87,6 +87,7 @@ sanity: tree shellcheck $(ANSIBLE_TEST_GET_PIP)
 .PHONY: lint
 lint: venv
 	$(BIN)/ansible-lint --offline --profile production
+	$(BIN)/python scripts/check_role_jinja.py
 
 .PHONY: changelog-lint
 changelog-lint: venv

@@ -7,7 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.reclaim.plugins.plugin_utils._reset_plan import reset_plan, stuck_gpus
+import pytest
+
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._reset_plan import (
+    failure_text, needs_look, reset_plan, reset_stage, restore_errors, stuck_gpus)
 
 
 def gpu(index, used, **more):
@@ -55,3 +58,62 @@ def test_the_modules_own_process_never_blocks():
 
 def test_a_skipped_look_plans_nothing():
     assert reset_plan({'skipped': True, 'changed': False}, 64) == {'stuck': [], 'indices': [], 'blockers': []}
+
+
+def before(*holders, **gpus):
+    return {'gpus': [gpu(0, 30720, display_active=gpus.get('display', False)), gpu(1, 0)], 'holders': list(holders)}
+
+
+def test_the_reset_stage_looks_when_a_gpu_stayed_over_the_limit():
+    assert needs_look([{'index': 0, 'memory_used_mib_after': 900}], [gpu(0, 0)], 64)
+    assert needs_look(None, [gpu(0, 900)], 64)
+    assert not needs_look([{'index': 0}], [gpu(0, 64)], 64)
+
+
+def test_blockers_within_scope_are_stopped_through_their_units():
+    results = {'before_reset': before(holder(5, [0], 'client', protected=True, unit='dcgm.service'),
+                                      holder(6, [0], 'client', unit='exporter.service')),
+               'clients_in_scope': {'released': [{'pid': 6}]}}
+    stage = reset_stage('h', 64, None, [], results)
+    assert stage['run'] and stage['ask_scope'] and not stage['refused']
+    assert stage['units'] == ['dcgm.service', 'exporter.service'] and stage['persistent'] == [0]
+    assert stage['reset_gpus'] == [] and not stage['failed']
+
+
+@pytest.mark.parametrize('results, refusal', [
+    ({'before_reset': before(display=True)}, 'GPU(s) 0 drive a display and are never reset. Free them with a reboot.'),
+    ({'before_reset': before(holder(6, [0], 'client', unit='exporter.service'))},
+     "The reset of GPU(s) 0 is blocked by pid 6 (proc-6), GPU client(s) outside the release's scope "
+     "(gpu_reclaim_scope_users, gpu_reclaim_scope_match, gpu_reclaim_scope_systemd_units, "
+     "gpu_reclaim_scope_containers). Stop them by hand, or widen the scope."),
+    ({'before_reset': before(holder(7, [0], 'client', protected=True))},
+     'The reset of GPU(s) 0 is blocked by pid 7 (proc-7), which run outside any systemd unit. '
+     'Stop them by hand, or reboot.'),
+])
+def test_a_reset_that_cannot_be_done_safely_is_refused(results, refusal):
+    stage = reset_stage('h', 64, None, [], results)
+    assert stage['refused'] and stage['refusal'] == refusal
+
+
+def test_what_went_wrong_is_reported_together():
+    results = {'before_reset': before(),
+               'reset_failure': {'msg': 'One or more items failed', 'results': [
+                   {'failed': True, 'stderr': 'GPU busy'}, {'failed': False, 'stderr': 'ignored'}]},
+               'restore_persistence': {'results': [{'item': 0, 'failed': True, 'stderr': '', 'msg': 'rc 3 '}]},
+               'restore_clients': {'results': [{'item': 'dcgm.service', 'failed': True, 'msg': 'no unit'}]}}
+    stage = reset_stage('h', 64, None, [], results)
+    assert stage['error'] == 'One or more items failed GPU busy' and stage['reset_gpus'] == []
+    assert stage['errors'] == ['the reset failed: One or more items failed GPU busy',
+                               'persistence mode of GPU 0 was not restored: rc 3',
+                               'dcgm.service was not started again: no unit']
+    assert stage['failed'] and stage['failure_message'] == (
+        'The reset stage on h: the reset of GPU(s) 0 failed: One or more items failed GPU busy. '
+        'Not restored: persistence mode of GPU 0 was not restored: rc 3; dcgm.service was not started again: '
+        'no unit. Restore them by hand (nvidia-smi -i N -pm 1, systemctl start UNIT). Next step: reboot the host.')
+
+
+def test_a_reset_that_worked_resets_its_gpus():
+    stage = reset_stage('h', 64, None, [], {'before_reset': before(), 'restore_persistence': {'results': []}})
+    assert stage['reset_gpus'] == [0] and not stage['failed'] and stage['errors'] == []
+    assert failure_text({}) == '' and failure_text({'results': []}) == 'nvidia-smi failed'
+    assert restore_errors(None, None) == []
