@@ -33,8 +33,8 @@ SYSTEMD_UNIT_LABEL = 'PODMAN_SYSTEMD_UNIT'
 # One line, tab-separated: the same Go template for docker, podman and nerdctl.
 INSPECT_FORMAT = '\t'.join((
     '{{.Id}}', '{{.Name}}', '{{.Config.Image}}', '{{.State.Pid}}', '{{.HostConfig.RestartPolicy.Name}}',
-    '{{index .Config.Labels "%s"}}' % SYSTEMD_UNIT_LABEL))
-INSPECT_FIELDS = ('id', 'name', 'image', 'main_pid', 'restart_policy', 'label_unit')
+    '{{index .Config.Labels "%s"}}' % SYSTEMD_UNIT_LABEL, '{{.HostConfig.PidMode}}'))
+INSPECT_FIELDS = ('id', 'name', 'image', 'main_pid', 'restart_policy', 'label_unit', 'pid_mode')
 
 
 def _int(value):
@@ -117,6 +117,12 @@ class Inspector:
         main_pid = info['main_pid']
         outside = [pid for pid in pids
                    if pid != main_pid and main_pid not in _safe_ancestors(self.ancestors, pid)]
+        if outside and info.get('pid_mode') == 'host':
+            # In the host's PID namespace the runtime's list can be every process of the host: only the
+            # container's own process tree counts.
+            return False, ('pid %s: not in the process tree of %s container %s (its main process is %d), which '
+                           'runs in the host\'s PID namespace, whatever its cgroup says' % (
+                               ', '.join(str(pid) for pid in outside), cli, container_id[:12], main_pid))
         if outside:
             key = (runtime, container_id)
             if key not in self._tops:

@@ -70,8 +70,12 @@ def stop(item, run, stop_seconds):
     cli = RUNTIME_CLIS[container['runtime']]
     no_restart = container_no_restart(cli, container['id'])
     if no_restart:
-        # A failure here still leaves the stop to do; the stop's own result is what counts.
-        run(no_restart)
+        # A failure here still leaves the stop to do, and the stop's own result is its action; the entry's
+        # reason then says that the policy stays, so that the daemon can start the container again.
+        rc, dummy, err = run(no_restart)
+        if rc != 0:
+            item['reason'] = '%s; but its restart policy could not be taken away (%s), so %s can start it again' % (
+                item.get('reason') or 'stopped', err.strip() or 'rc %d' % rc, cli)
     rc, dummy, err = run(container_stop(cli, container['id'], stop_seconds))
     return rc, err
 

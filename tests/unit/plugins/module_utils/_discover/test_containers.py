@@ -15,14 +15,15 @@ from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalati
 
 C = 'cd' * 32
 FORMAT = ('{{.Id}}\t{{.Name}}\t{{.Config.Image}}\t{{.State.Pid}}\t{{.HostConfig.RestartPolicy.Name}}\t'
-          '{{index .Config.Labels "PODMAN_SYSTEMD_UNIT"}}')
+          '{{index .Config.Labels "PODMAN_SYSTEMD_UNIT"}}\t{{.HostConfig.PidMode}}')
 PODMAN_INSPECT = ['podman', 'container', 'inspect', '--format', FORMAT, C]
 DOCKER_INSPECT = ['docker', 'container', 'inspect', '--format', FORMAT, C]
 PODMAN_TOP = ['podman', 'container', 'top', C, 'hpid']
 
 
-def inspected(main_pid, policy='always', name='vllm', image='localhost/vllm:latest', unit='<no value>', ident=C):
-    return '\t'.join((ident, name, image, str(main_pid), policy, unit)) + '\n'
+def inspected(main_pid, policy='always', name='vllm', image='localhost/vllm:latest', unit='<no value>', ident=C,
+              pid_mode='private'):
+    return '\t'.join((ident, name, image, str(main_pid), policy, unit, pid_mode)) + '\n'
 
 
 def test_the_inspect_command_is_one_template_for_every_runtime():
@@ -32,15 +33,17 @@ def test_the_inspect_command_is_one_template_for_every_runtime():
 
 @pytest.mark.parametrize('out, expected', [
     (inspected(500), dict(id=C, name='vllm', image='localhost/vllm:latest', main_pid=500, restart_policy='always',
-                          label_unit='')),
+                          label_unit='', pid_mode='private')),
     # docker names a container "/name"
     (inspected(500, name='/vllm', policy='unless-stopped'),
      dict(id=C, name='vllm', image='localhost/vllm:latest', main_pid=500, restart_policy='unless-stopped',
-          label_unit='')),
+          label_unit='', pid_mode='private')),
     (inspected(0, policy='', unit='serve.service'),
-     dict(id=C, name='vllm', image='localhost/vllm:latest', main_pid=None, restart_policy='', label_unit='serve.service')),
-    ('', dict(id='', name='', image='', main_pid=None, restart_policy='', label_unit='')),
-    ('garbled\n', dict(id='garbled', name='', image='', main_pid=None, restart_policy='', label_unit='')),
+     dict(id=C, name='vllm', image='localhost/vllm:latest', main_pid=None, restart_policy='', label_unit='serve.service',
+          pid_mode='private')),
+    ('', dict(id='', name='', image='', main_pid=None, restart_policy='', label_unit='', pid_mode='')),
+    ('garbled\n', dict(id='garbled', name='', image='', main_pid=None, restart_policy='', label_unit='',
+                       pid_mode='')),
 ])
 def test_parse_inspect(out, expected):
     assert _containers.parse_inspect(out) == expected
@@ -86,6 +89,15 @@ CASES = [
          record=dict(confirmed=False, name=None,
                      reason='pid 700: not a process of podman container %s (its main process is 500), whatever its '
                             'cgroup says' % C[:12])),
+    # Security: in the host's PID namespace the runtime's list may be every host process; it is not asked.
+    dict(id='host PID namespace, not in its tree', pids=[700], parents={700: [1]}, unit=None,
+         commands=[(PODMAN_INSPECT, (0, inspected(500, pid_mode='host'), ''))],
+         record=dict(confirmed=False, name=None,
+                     reason='pid 700: not in the process tree of podman container %s (its main process is 500), '
+                            'which runs in the host\'s PID namespace, whatever its cgroup says' % C[:12])),
+    dict(id='host PID namespace, a descendant', pids=[501], parents={501: [500, 1]}, unit=None,
+         commands=[(PODMAN_INSPECT, (0, inspected(500, pid_mode='host'), ''))],
+         record=dict(confirmed=True, name='vllm')),
     dict(id='top past its deadline', pids=[700], parents={700: [1]}, unit=None,
          commands=[(PODMAN_INSPECT, (0, inspected(500), '')),
                    (PODMAN_TOP, (124, '', 'podman container top did not answer within 30 s'))],

@@ -20,12 +20,12 @@ from ansible_collections.gpuops.reclaim.tests.unit.plugins.module_utils.escalati
 HEX = 'ab' * 32
 C = 'cd' * 32
 INSPECT_FORMAT = ('{{.Id}}\t{{.Name}}\t{{.Config.Image}}\t{{.State.Pid}}\t{{.HostConfig.RestartPolicy.Name}}\t'
-                  '{{index .Config.Labels "PODMAN_SYSTEMD_UNIT"}}')
+                  '{{index .Config.Labels "PODMAN_SYSTEMD_UNIT"}}\t{{.HostConfig.PidMode}}')
 
 
 def inspected(main_pid, policy, container_id=None, name='/vllm', image='localhost/vllm:latest', unit='<no value>'):
     """What ``container inspect --format INSPECT_FORMAT`` prints."""
-    return '\t'.join((container_id or C, name, image, str(main_pid), policy, unit)) + '\n'
+    return '\t'.join((container_id or C, name, image, str(main_pid), policy, unit, 'private')) + '\n'
 
 
 def matches(record, selectors):
@@ -207,6 +207,21 @@ def test_a_confirmed_container_is_stopped_through_its_runtime():
     assert [e['action'] for e in plan.entries] == ['stop']
     _sources.stop_sources(plan, run)
     assert [e['action'] for e in plan.entries] == ['stopped'] and run.expected == []
+
+
+def test_a_policy_that_cannot_be_taken_away_is_said_and_the_stop_still_runs():
+    run = TableRunner([(DOCKER_INSPECT, (0, inspected(500, 'always'), '')),
+                       (['docker', 'update', '--restart=no', C], (1, '', 'Error response from daemon: denied\n')),
+                       (['docker', 'stop', '--time', '10', C], (0, C + '\n', ''))])
+    plan = _sources.find_sources([record(501, {'runtime': 'docker', 'id': C})], lambda pid: '0::/x.scope\n', run,
+                                 container_matches=matches, runtimes={'docker': 'docker'},
+                                 ancestors=lambda pid: [500, 400, 1])
+    before = plan.entries[0]['reason']
+    _sources.stop_sources(plan, run)
+    assert [e['action'] for e in plan.entries] == ['stopped'] and run.expected == []
+    assert plan.entries[0]['reason'] == (
+        before + '; but its restart policy could not be taken away (Error response from daemon: denied), '
+        'so docker can start it again')
 
 
 def test_the_real_process_tree_confirms_a_descendant(spawned):
