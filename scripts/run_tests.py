@@ -98,6 +98,8 @@ class Runner:
         self.lock = threading.Lock()
         self.results = {}
         self.started = time.monotonic()
+        self.live = {}
+        self.stopping = False
 
     def say(self, text):
         with self.lock:
@@ -106,9 +108,21 @@ class Runner:
 
     def take(self):
         with self.lock:
-            if not self.pending:
+            if not self.pending or self.stopping:
                 return None
             return self.pending.pop(0)
+
+    def stop(self, signum, frame):
+        """On SIGINT or SIGTERM: start nothing more, and stop every running job with all it started."""
+        with self.lock:
+            self.stopping = True
+            self.pending = []
+            live = list(self.live.values())
+        for proc in live:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
 
     def work(self):
         env = dict(os.environ, GPUOPS_SETUP_DONE="1")
@@ -124,6 +138,8 @@ class Runner:
                 # A session of its own, so that a job past its time is stopped with all it started.
                 proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
+                with self.lock:
+                    self.live[name] = proc
                 try:
                     code = proc.wait(timeout=self.timeout)
                 except subprocess.TimeoutExpired:
@@ -137,6 +153,7 @@ class Runner:
                     code = 124
             seconds = time.monotonic() - begun
             with self.lock:
+                self.live.pop(name, None)
                 self.results[name] = (code, seconds)
             self.say("%s %s in %.0f s%s" % ("pass" if code == 0 else "FAIL", name, seconds,
                                             "" if code == 0 else " (log: build/test-logs/%s.log)" % name))
@@ -156,13 +173,18 @@ def tail(path, lines):
 
 
 def default_width():
-    return max(2, (os.cpu_count() or 1) + 1)
+    """The CPUs this process may use, plus one, between 2 and 6."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(6, max(2, cpus + 1))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", default_width())),
-                        help="jobs at once (default TEST_JOBS, else the CPU count plus one)")
+                        help="jobs at once (default TEST_JOBS, else the usable CPUs plus one, 2 to 6)")
     parser.add_argument("--job-timeout", type=int, default=1800,
                         help="seconds one job may run before it is stopped and fails (default 1800)")
     parser.add_argument("--only", default="", help="comma-separated job names")
@@ -189,6 +211,8 @@ def main(argv=None):
     durations = load_durations()
     selected.sort(key=lambda job: -estimate(job[0], durations))
     runner = Runner(selected, args.jobs, args.job_timeout)
+    signal.signal(signal.SIGINT, runner.stop)
+    signal.signal(signal.SIGTERM, runner.stop)
     print("%d jobs, %d at a time; logs in build/test-logs/" % (len(selected), args.jobs))
     sys.stdout.flush()
     wall = runner.run()
