@@ -140,14 +140,34 @@ options:
     default: false
   max_used_mib:
     description:
-      - With O(only_if_busy), the most memory in MiB a selected GPU may show and still be free; 64 when not set.
+      - With O(only_if_busy) or O(prove), the most memory in MiB a selected GPU may show and still be free; 64 when
+        not set.
     type: int
   allow:
     description:
-      - With O(only_if_busy), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free).
+      - With O(only_if_busy) or O(prove), holders whose holding is accepted, as in M(gpuops.reclaim.gpu_assert_free).
     type: list
     elements: str
     default: []
+  prove:
+    description:
+      - After the release, wait until every selected GPU is free and, with O(settle_seconds), stays free, judged as
+        M(gpuops.reclaim.gpu_assert_free) judges it; the result is in RV(proof), and GPUs not proven free fail the
+        task. One task then releases and proves, on the same NVML session.
+      - What the release left alone on purpose (protected, out of scope) fails the proof at once, with the reason.
+      - Not in check mode, which releases nothing, nor when O(only_if_busy) found the GPUs free at the start.
+    type: bool
+    default: false
+  proof_timeout_seconds:
+    description:
+      - With O(prove), how long to wait for the GPUs to become free after the release, from 0 to 3600 seconds; 60
+        when not set.
+    type: raw
+  settle_seconds:
+    description:
+      - With O(prove), once the GPUs first read free, how long they must stay free, from 0 to 600 seconds; 0 when
+        not set.
+    type: raw
   require_root:
     description:
       - Fail before anything is looked at or signalled when the module does not run as root. The failure and
@@ -212,6 +232,13 @@ EXAMPLES = r'''
 - name: Show the GPUs as they were before the release
   ansible.builtin.debug:
     msg: "{{ __gpu_reclaim.before.msg }}"
+
+- name: Release the holders of busy GPUs and prove them free, still free 2 s later, in one task
+  gpuops.reclaim.gpu_reclaim:
+    only_if_busy: true
+    prove: true
+    proof_timeout_seconds: 30
+    settle_seconds: 2
 
 - name: Report survivors instead of failing, and decide in the play
   gpuops.reclaim.gpu_reclaim:
@@ -518,6 +545,55 @@ lock_holder_pid:
   returned: when the lock could not be taken
   type: int
   sample: 48213
+proof:
+  description: With O(prove), the proof after the release, in the shape of M(gpuops.reclaim.gpu_assert_free)'s
+    result; V(null) without O(prove), in check mode, and when O(only_if_busy) found the GPUs free at the start.
+  returned: always
+  type: dict
+  contains:
+    free:
+      description: Whether every selected GPU was proven free (and stayed free over O(settle_seconds)).
+      type: bool
+      returned: always
+    gpus:
+      description: One entry per selected GPU, as M(gpuops.reclaim.gpu_assert_free) returns them.
+      type: list
+      elements: dict
+      returned: always
+    holders:
+      description: The holders that kept a selected GPU busy at the end.
+      type: list
+      elements: dict
+      returned: always
+    waited_seconds:
+      description: Seconds waited until the GPUs read free, or until the deadline.
+      type: float
+      returned: always
+    time_to_free_seconds:
+      description: Seconds until the GPUs first read free, or V(null).
+      type: float
+      returned: always
+    settle_seconds_observed:
+      description: Seconds the GPUs were watched after they first read free.
+      type: float
+      returned: always
+    msg:
+      description: Which GPUs are free, or, per busy GPU, what holds it and the next step.
+      type: str
+      returned: always
+    nvml_available:
+      description: Whether NVML could be used.
+      type: bool
+      returned: always
+  sample:
+    free: true
+    gpus: []
+    holders: []
+    waited_seconds: 0.05
+    time_to_free_seconds: 0.05
+    settle_seconds_observed: 2.0
+    msg: "GPU 0 free, and stayed free for 2.00 s"
+    nvml_available: true
 free_at_start:
   description: With O(only_if_busy), whether every selected GPU was already free, so that nothing was done; else
     V(null).
@@ -605,6 +681,9 @@ def main():
         only_if_busy=dict(type='bool', default=False),
         max_used_mib=dict(type='int'),
         allow=dict(type='list', elements='str', default=[]),
+        prove=dict(type='bool', default=False),
+        proof_timeout_seconds=dict(type='raw'),
+        settle_seconds=dict(type='raw'),
         require_root=dict(type='bool', default=False),
         lock_timeout=seconds_spec(DEFAULT_LOCK_TIMEOUT),
     )

@@ -40,12 +40,16 @@ def _seconds(value, default):
 
 
 def what_release(args):
-    """What gpu_reclaim waits for, from its options."""
+    """What gpu_reclaim waits for, from its options: the release, then, with ``prove``, the proof."""
     ladder = args.get('ladder')
     if isinstance(ladder, (list, tuple)) and ladder:
-        return 'the release of %s (a ladder of %d steps)' % (_gpus(args), len(ladder))
-    return 'the release of %s (SIGTERM, %s s grace, then SIGKILL, %s s)' % (
-        _gpus(args), _seconds(args.get('grace_seconds'), 10), _seconds(args.get('kill_seconds'), 10))
+        what = 'the release of %s (a ladder of %d steps)' % (_gpus(args), len(ladder))
+    else:
+        what = 'the release of %s (SIGTERM, %s s grace, then SIGKILL, %s s)' % (
+            _gpus(args), _seconds(args.get('grace_seconds'), 10), _seconds(args.get('kill_seconds'), 10))
+    if str(args.get('prove')).strip().lower() in ('true', 'yes', 'on', '1'):
+        what += ', then for %s' % what_proof(dict(args, timeout_seconds=args.get('proof_timeout_seconds') or 60))
+    return what
 
 
 def what_proof(args):

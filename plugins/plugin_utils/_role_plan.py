@@ -52,7 +52,9 @@ def role_settings(variables, run_tags=('all',), skip_tags=(), check_mode=False, 
     to install, reset, stop or harden. ``python``: the role's virtualenv when it installs the libraries there,
     else ``interpreter`` (the inventory's). ``look_in_release``: with nothing to harden, stop or keep first,
     and the release selected by the tags, the release is also the first look (one task reaches a busy host
-    twice instead of three times). ``waits``: ``_waits.wait_plan``. ``pip_environment``: where pip finds
+    twice instead of three times). ``prove_in_release``: with that, no reset allowed, and the proof selected, the
+    release proves the GPUs free too (gpu_reclaim's ``prove``), so that one task reaches a busy host.
+    ``waits``: ``_waits.wait_plan``. ``pip_environment``: where pip finds
     nvidia-ml-py. ``stages``: the stages these variables and tags may run after the first look, in order
     (each runs only when it has something to do: the release and the proof only on busy GPUs).
     """
@@ -64,6 +66,9 @@ def role_settings(variables, run_tags=('all',), skip_tags=(), check_mode=False, 
     look_in_release = (not _listed(variables.get('harden_units')) and not stops
                        and not _listed(variables.get('keep_units'))
                        and tag_selected('gpu_reclaim_release', _listed(run_tags) or ['all'], _listed(skip_tags)))
+    # With no reset between them, the release proves the GPUs free itself: one task instead of two.
+    prove_in_release = (look_in_release and not truth(variables.get('allow_reset')) and not check_mode
+                        and tag_selected('gpu_reclaim_prove', _listed(run_tags) or ['all'], _listed(skip_tags)))
 
     venv = variables.get('venv') or ''
     environment = {}
@@ -86,6 +91,7 @@ def role_settings(variables, run_tags=('all',), skip_tags=(), check_mode=False, 
         'stages': [name for name, tag in ORDER if wanted[name] and tag_selected(tag, run_tags, skip_tags)],
         'python': (venv + '/bin/python') if install else interpreter,
         'look_in_release': look_in_release,
+        'prove_in_release': prove_in_release,
         'waits': wait_plan({'stop_units': bool(_listed(variables.get('stop_units')))}, check_mode),
         'pip_environment': environment,
     }
@@ -94,6 +100,13 @@ def role_settings(variables, run_tags=('all',), skip_tags=(), check_mode=False, 
 def _is(result, key):
     # Ansible's `is changed` / `is skipped` tests: the key, or any item of a loop's results.
     return bool(result.get(key)) or any(bool((item or {}).get(key)) for item in result.get('results') or [])
+
+
+def proven_in_release(settings, results):
+    """``results`` with the release's own proof as the proof's, when the release proved the GPUs free."""
+    if settings.get('prove_in_release') and results['release'].get('proof'):
+        return dict(results, proof=dict(results['release']['proof']))
+    return results
 
 
 def first_look(state):
@@ -158,7 +171,8 @@ def role_plan(state):
     if not settings:
         # Preflight did not run (no tag of the role's selected it): nothing to do, nothing to show.
         return dict(NOTHING)
-    results = dict((name, dict((state.get('results') or {}).get(name) or {})) for name in RESULTS)
+    results = proven_in_release(settings, dict((name, dict((state.get('results') or {}).get(name) or {}))
+                                               for name in RESULTS))
     state = dict(state, results=results)
     look = first_look(state)
     keep = keep_units(look, results['keep_found'].get('stdout') or '', _listed(variables.get('keep_units')))
@@ -179,6 +193,7 @@ def role_plan(state):
         'error': preflight_error, 'harden_units': _listed(variables.get('harden_units')),
         'stop_units': _listed(variables.get('stop_units')), 'stop_containers': _listed(variables.get('stop_containers')),
         'free_at_start': free, 'release_done': settings['look_in_release'],
+        'proved_in_release': bool(settings.get('prove_in_release')),
         'allow_reset': truth(variables.get('allow_reset')), 'check_mode': bool(state['check_mode']),
         'waits': settings['waits']}, run_tags, skip_tags)
 
@@ -234,8 +249,10 @@ def role_plan(state):
         'stages': {
             'keep_found': bool(_listed(variables.get('keep_units'))) and not failed_look,
             # After a stop on a host that was free, only when something was stopped; never after a failed
-            # release (stages_to_run already leaves it out in check mode).
-            'prove': not release_failed and (not free or stopped_anything),
+            # release, nor after a release that proved the GPUs free itself (stages_to_run already leaves it
+            # out in check mode).
+            'prove': (not release_failed and (not free or stopped_anything)
+                      and not settings.get('prove_in_release')),
         },
         'units': units,
         'units_to_stop': units_to_stop,
@@ -265,7 +282,8 @@ def role_plan(state):
 
 def role_summary_run(state, plan, start, now):
     """The input of ``_host_summary.host_summary`` for this run (``plan`` is ``role_plan(state)``)."""
-    results = dict((name, dict((state.get('results') or {}).get(name) or {})) for name in RESULTS)
+    results = proven_in_release(state.get('settings') or {},
+                                dict((name, dict((state.get('results') or {}).get(name) or {})) for name in RESULTS))
     return {
         'host': state['host'], 'check_mode': bool(state['check_mode']),
         'max_used_mib': state['variables'].get('max_used_mib'),

@@ -40,7 +40,8 @@ def stages_to_run(state, run_tags=('all',), skip_tags=()):
     ``state`` holds ``error`` (preflight failed: nothing runs), ``harden_units``,
     ``stop_units``, ``stop_containers`` (the variables' lists), ``free_at_start``
     (free, or held only by units kept running), ``release_done`` (the first look
-    was the release), ``allow_reset``, ``check_mode`` and ``waits`` (``_waits.wait_plan``:
+    was the release), ``proved_in_release`` (the release proves the GPUs free
+    too), ``allow_reset``, ``check_mode`` and ``waits`` (``_waits.wait_plan``:
     a stage that runs as an async job is followed by its ``<stage>_wait`` file).
     """
     if state.get('error'):
@@ -55,7 +56,8 @@ def stages_to_run(state, run_tags=('all',), skip_tags=()):
         'reset': bool(state.get('allow_reset')) and not free,
         # A free host's first look was its proof, unless a stop comes between (prove.yml decides then).
         # Check mode changes nothing, so there is nothing to prove.
-        'prove': (not free or stops) and not state.get('check_mode'),
+        # The release proved them itself (proved_in_release): nothing is left to prove.
+        'prove': (not free or stops) and not state.get('check_mode') and not state.get('proved_in_release'),
     }
     # A stage that runs as an async job is followed by the task that awaits it (plugin_utils/_waits.py).
     awaited = set(stage for stage, job in (state.get('waits') or {}).items() if job.get('async'))

@@ -1418,7 +1418,8 @@ def module_seconds(result):
 
 def parse_timing(path):
     """From the callback's file: start, end and result of the release task (gpuops.reclaim.gpu_reclaim),
-    the settle the proof observed, and how long each task took (until the next task, or the end)."""
+    the end of the last proof (gpu_assert_free's task, or the release's own with ``prove``) and the settle it
+    observed, and how long each task took (until the next task, or the end)."""
     found = {'events': 0, 'tasks': []}
     if not os.path.exists(path):
         return found
@@ -1434,8 +1435,12 @@ def parse_timing(path):
                     found['tasks'][-1]['seconds'] = round(event['time'] - found['tasks'][-1].pop('start'), 4)
                 if event['event'] == 'task_start':
                     found['tasks'].append({'task': event.get('task'), 'start': event['time']})
-            if event.get('action') == 'gpuops.reclaim.gpu_assert_free' and event.get('event') in ('ok', 'failed'):
-                settle = (event.get('result') or {}).get('settle_seconds_observed')
+            result = event.get('result') or {}
+            # The proof: gpu_assert_free's task, or the release's own (gpu_reclaim with prove).
+            proof = (result if event.get('action') == 'gpuops.reclaim.gpu_assert_free'
+                     else result.get('proof') if event.get('action') == 'gpuops.reclaim.gpu_reclaim' else None)
+            if isinstance(proof, dict) and event.get('event') in ('ok', 'failed'):
+                settle = proof.get('settle_seconds_observed')
                 if isinstance(settle, (int, float)):
                     found['settle_seconds'] = max(found.get('settle_seconds', 0.0), float(settle))
                 # The last proof's end: the GPUs are proven free (or not) from then on.

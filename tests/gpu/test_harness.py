@@ -145,6 +145,23 @@ def test_parse_timing_tasks_and_settle(tmp_path):
     assert found['proof_end'] == 4.5
 
 
+def test_parse_timing_a_release_that_proves_itself(tmp_path):
+    path = tmp_path / 'timing.jsonl'
+    lines = [
+        {'event': 'task_start', 'time': 1.0, 'task': 'Release'},
+        {'event': 'runner_start', 'time': 1.1, 'action': 'gpuops.reclaim.gpu_reclaim'},
+        {'event': 'ok', 'time': 3.5, 'action': 'gpuops.reclaim.gpu_reclaim',
+         'result': {'elapsed_seconds': 0.2, 'proof': {'free': True, 'settle_seconds_observed': 2.0}}},
+        {'event': 'stats', 'time': 4.0},
+    ]
+    path.write_text('\n'.join(json.dumps(line) for line in lines) + '\n')
+    found = acceptance.parse_timing(str(path))
+    assert found['proof_end'] == found['release_end'] == 3.5 and found['settle_seconds'] == 2.0
+    # Without prove, the release is no proof.
+    path.write_text(json.dumps(dict(lines[2], result={'proof': None})) + '\n')
+    assert 'proof_end' not in acceptance.parse_timing(str(path))
+
+
 # -- holders ---------------------------------------------------------------------
 
 def test_parse_fuser_pids():

@@ -66,47 +66,61 @@ def prove(host, params):
         view = open_view(host, params, WITHOUT_NVML, session=session, required=NVML_REQUIRED,
                          uid=os.geteuid(), **NOTHING_SEEN)
         indices = select_gpus(view, params, uid=os.geteuid(), **NOTHING_SEEN)
-        state = {'view': view, 'warnings': []}
-        # Asking a runtime about a holder's container never takes the proof past its deadline and settle.
-        ends = time.monotonic() + params['timeout_seconds'] + params['settle_seconds']
-        identify = container_identifier(host, seconds_left=lambda: ends - time.monotonic())
-
-        def warn(text):
-            if text not in state['warnings']:
-                state['warnings'].append(text)
-
-        def probe():
-            current = state['view']
-            if current is None:
-                current = read_inventory(params['nvml_timeout'], session=session)
-                if view.available and not current.available:
-                    # NVML went away (or hung) while waiting: nothing more can be proven.
-                    state['warnings'].append('NVML stopped answering while waiting: %s' % current.error)
-            state['view'] = None
-            snapshot = find_holders(warn, current, params, indices, identify=identify)
-            state['holders'] = snapshot.holders
-            # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
-            return snapshot.gpus, snapshot.holders, view.available or current.available
-
-        verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
-                                  poll_interval=params['poll_interval'], selected=indices,
-                                  max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
-                                  allow=params['allow'], left_alone=left_alone,
-                                  released_gpus=params.get('released_gpus'))
-        time_to_free = verdict['waited_seconds'] if verdict['free'] else None
-        settled = None
-        if verdict['free'] and params['settle_seconds'] > 0:
-            settled = settle(probe, [h['pid'] for h in state.get('holders') or []], params['settle_seconds'],
-                             params['poll_interval'], selected=indices, allow=params['allow'],
-                             parent_title=parent_title, max_used_mib=params['max_used_mib'],
-                             max_used_percent=params['max_used_percent'])
-            if not settled['free']:
-                verdict = dict(settled['verdict'], free=False, holders=settled['holders'],
-                               waited_seconds=verdict['waited_seconds'],
-                               lines=['The GPUs read free after %.2f s, then did not stay free for %g s:'
-                                      % (verdict['waited_seconds'], params['settle_seconds'])] + settled['lines'])
+        result, failed = wait_free(host, params, session, indices, view.available, first_view=view,
+                                   left_alone=left_alone, released_gpus=params.get('released_gpus'))
     finally:
         session.close()
+    result['uid'] = os.geteuid()
+    return result, failed
+
+
+def wait_free(host, params, session, indices, nvml_available, first_view=None, left_alone=(), released_gpus=None):
+    """Wait until the GPUs ``indices`` are free and, with ``settle_seconds``, that they stay free; return
+    ``(result, failed)`` in ``gpu_assert_free``'s shape, ``uid`` left out.
+
+    The proof of ``gpu_assert_free`` and of ``gpu_reclaim``'s ``prove``: ``params`` holds ``timeout_seconds``,
+    ``settle_seconds``, ``poll_interval``, ``max_used_mib``, ``max_used_percent``, ``allow``, ``nvml_timeout``
+    and the protection options, checked. The first look is ``first_view`` when the caller has just read it,
+    else a new one from ``session``; ``nvml_available`` says whether NVML answered the caller.
+    """
+    state = {'view': first_view, 'warnings': []}
+    # Asking a runtime about a holder's container never takes the proof past its deadline and settle.
+    ends = time.monotonic() + params['timeout_seconds'] + params['settle_seconds']
+    identify = container_identifier(host, seconds_left=lambda: ends - time.monotonic())
+
+    def warn(text):
+        if text not in state['warnings']:
+            state['warnings'].append(text)
+
+    def probe():
+        current = state['view']
+        if current is None:
+            current = read_inventory(params['nvml_timeout'], session=session)
+            if nvml_available and not current.available:
+                # NVML went away (or hung) while waiting: nothing more can be proven.
+                warn('NVML stopped answering while waiting: %s' % current.error)
+        state['view'] = None
+        snapshot = find_holders(warn, current, params, indices, identify=identify)
+        state['holders'] = snapshot.holders
+        # Whether NVML is relied on: once it answered, losing it mid-wait proves nothing.
+        return snapshot.gpus, snapshot.holders, nvml_available or current.available
+
+    verdict = wait_until_free(probe, timeout_seconds=params['timeout_seconds'],
+                              poll_interval=params['poll_interval'], selected=indices,
+                              max_used_mib=params['max_used_mib'], max_used_percent=params['max_used_percent'],
+                              allow=params['allow'], left_alone=left_alone, released_gpus=released_gpus)
+    time_to_free = verdict['waited_seconds'] if verdict['free'] else None
+    settled = None
+    if verdict['free'] and params['settle_seconds'] > 0:
+        settled = settle(probe, [h['pid'] for h in state.get('holders') or []], params['settle_seconds'],
+                         params['poll_interval'], selected=indices, allow=params['allow'],
+                         parent_title=parent_title, max_used_mib=params['max_used_mib'],
+                         max_used_percent=params['max_used_percent'])
+        if not settled['free']:
+            verdict = dict(settled['verdict'], free=False, holders=settled['holders'],
+                           waited_seconds=verdict['waited_seconds'],
+                           lines=['The GPUs read free after %.2f s, then did not stay free for %g s:'
+                                  % (verdict['waited_seconds'], params['settle_seconds'])] + settled['lines'])
 
     for warning in state['warnings']:
         host.warn(warning)
@@ -118,8 +132,7 @@ def prove(host, params):
         waited_seconds=verdict['waited_seconds'],
         time_to_free_seconds=time_to_free,
         settle_seconds_observed=settled['observed_seconds'] if settled else 0.0,
-        nvml_available=view.available,
-        uid=os.geteuid(),
+        nvml_available=nvml_available,
     )
     result['msg'] = verdict_message(verdict)
     if not verdict['free']:

@@ -8,8 +8,9 @@
 ``reclaim(host, params)`` checks the input, looks at the host
 (``_flows.module_harness``), judges the GPUs as ``gpu_assert_free`` would when asked to
 release only busy GPUs (``_proof.verdict``), plans the release (``_plan.plan``) and its
-sources (``_sources.registry``), runs it (``_release.escalation``) unless in check mode, and
-shapes the result (``_release.report``). Bad input, or ``require_root`` without root,
+sources (``_sources.registry``), runs it (``_release.escalation``) unless in check mode,
+shapes the result (``_release.report``) and, with ``prove``, proves the GPUs free as
+``gpu_assert_free`` does (``_flows.assert_free.wait_free``), on the same NVML session. Bad input, or ``require_root`` without root,
 raises ``_flows.module_harness.Failure`` before anything is signalled; every result and
 failure carries the module's ``uid``.
 
@@ -25,6 +26,7 @@ __metaclass__ = type
 import os
 import time
 
+from .assert_free import wait_free
 from .module_harness import (
     Failure,
     check_options,
@@ -38,11 +40,11 @@ from .._host.commands import RUNTIME_CLIS, command_runner, systemctl_list_unit_f
 from .._host.controller import ControllerWatch
 from .._release.escalation import Escalation
 from .._host.lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
-from .._base.checks import EscalationError, check_poll_interval, check_seconds
+from .._base.checks import EscalationError, SettleError, check_poll_interval, check_seconds, check_settle_seconds
 from .._plan.ladder import longest_wait, parse_ladder
 from .._host.nvml import NvmlSession
 from .._plan.plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
-from .._proof.verdict import DEFAULT_MAX_USED_MIB, ProofError, check_limits, evaluate, verdict_message
+from .._proof.verdict import DEFAULT_MAX_USED_MIB, ProofError, check_left_alone, check_limits, evaluate, verdict_message
 from .._release.prober import parent_processes
 from .._host.proctree import self_and_ancestors
 from .._discover.protection import protection_of
@@ -54,7 +56,10 @@ from .._plan.unit_audit import parse_list_units
 from .._plan.filter_warnings import containers_here, filter_warnings
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
-SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout', 'lock_timeout')
+SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout', 'lock_timeout',
+                   'proof_timeout_seconds', 'settle_seconds')
+# The proof's options, each with its value when ``prove`` is on and the option is not set.
+PROOF_OPTIONS = (('proof_timeout_seconds', 60.0), ('settle_seconds', 0.0))
 
 
 def known_units(host, patterns):
@@ -79,11 +84,20 @@ def known_units(host, patterns):
 
 def check_input(params):
     """The ladder and poll interval of valid options; raise ``Failure`` naming a bad option and its value."""
+    for option, default in PROOF_OPTIONS:
+        if params.get(option) is None:
+            params[option] = default
+        elif not params.get('prove'):
+            # Without prove nothing waits: a value given there was meant for something else.
+            raise Failure('%s: only applies with prove: true; got: %s=%r with prove=%r'
+                          % (option, option, params[option], params.get('prove')))
     check_options(params, SECONDS_OPTIONS)
-    if params.get('max_used_mib') is not None and not params.get('only_if_busy'):
-        # Without only_if_busy nothing judges the GPUs' memory: a limit given there was meant for something else.
-        raise Failure('max_used_mib: only judges the GPUs with only_if_busy: true; got: max_used_mib=%r with '
-                      'only_if_busy=%r' % (params['max_used_mib'], params.get('only_if_busy')))
+    if params.get('max_used_mib') is not None and not (params.get('only_if_busy') or params.get('prove')):
+        # Without only_if_busy or prove nothing judges the GPUs' memory: a limit given there was meant for
+        # something else.
+        raise Failure('max_used_mib: only judges the GPUs with only_if_busy: true or prove: true; got: '
+                      'max_used_mib=%r with only_if_busy=%r and prove=%r'
+                      % (params['max_used_mib'], params.get('only_if_busy'), params.get('prove')))
     try:
         ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
         poll_interval = check_poll_interval(params['poll_interval'])
@@ -93,7 +107,9 @@ def check_input(params):
         check_limits(params['max_used_mib'], poll_interval=poll_interval)
         if params.get('lock_timeout') is not None:
             check_seconds('lock_timeout', params['lock_timeout'])
-    except (EscalationError, ProofError) as exc:
+        check_seconds('proof_timeout_seconds', params['proof_timeout_seconds'], error=ProofError)
+        check_settle_seconds(params['settle_seconds'])
+    except (EscalationError, ProofError, SettleError) as exc:
         raise Failure(str(exc))
     return ladder, poll_interval
 
@@ -134,79 +150,98 @@ def _reclaim(host, params, uid, diff):
         lock.acquire()
     except LockError as exc:
         raise Failure(str(exc), lock_holder_pid=exc.holder_pid)
+    session = NvmlSession(timeout=params['nvml_timeout'])
     try:
-        result, failed = _release(host, params, diff, started, ladder, poll_interval, controller)
+        result, failed, indices = _release(host, params, diff, started, ladder, poll_interval, controller, session)
+        if params['prove'] and not host.check_mode and not result['free_at_start']:
+            result['proof'], proof_failed = _prove(host, params, session, indices, result)
+            failed = failed or proof_failed
+            result['msg'] += '\n%s: %s' % ('Not proven free' if proof_failed else 'Proven free', result['proof']['msg'])
+        else:
+            result['proof'] = None
     finally:
-        lock.release()
+        try:
+            session.close()
+        finally:
+            lock.release()
     result['lock_waited_seconds'] = round(lock.waited, 3)
     return result, failed
 
 
-def _release(host, params, diff, started, ladder, poll_interval, controller):
-    session = NvmlSession(timeout=params['nvml_timeout'])
+def _prove(host, params, session, indices, result):
+    """``gpu_assert_free``'s proof after the release: what it left alone on purpose fails the proof at once,
+    and memory may still be on its way back only where it released a holder."""
+    released_gpus = []
+    for holder in result['released']:
+        released_gpus.extend(gpu for gpu in holder.get('gpus') or [] if gpu not in released_gpus)
+    left_alone = check_left_alone(list(result['skipped_holders']) + list(result['protected']))
+    proof_params = dict(params, timeout_seconds=params['proof_timeout_seconds'], max_used_percent=None,
+                        max_used_mib=DEFAULT_MAX_USED_MIB if params['max_used_mib'] is None else params['max_used_mib'])
+    return wait_free(host, proof_params, session, indices, result['nvml_available'], left_alone=left_alone,
+                     released_gpus=released_gpus)
+
+
+def _release(host, params, diff, started, ladder, poll_interval, controller, session):
+    view = open_view(host, params, WITHOUT_NVML, session=session)
+    indices = select_gpus(view, params)
+
+    scope_warnings = filter_warnings(
+        params['users'], params['systemd_units'], params['containers'],
+        loaded_units=known_units(host, params['systemd_units']) if params['systemd_units'] else None,
+        host_containers=containers_here() if params['containers'] else None)
+    for warning in scope_warnings:
+        host.warn(warning)
+
+    own = self_and_ancestors()
+    snapshot = find_holders(host.warn, view, params, identify=container_identifier(host))
+    before = judge_at_start(snapshot, indices, params, view.available) if params['only_if_busy'] else None
+    # Free only as NVML tells it: without memory figures nothing is proven free.
+    free_at_start = bool(before and before['free'] and view.available)
+    # GPUs already free: nothing to plan, so nothing is signalled or stopped, allowed holders included.
+    holders = [] if free_at_start else snapshot.holders
+    scope = build_scope(indices, users=params['users'], match=params['match'],
+                        systemd_units=params['systemd_units'], containers=params['containers'],
+                        kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
+                        euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
+                        pod_reason=pod_reason)
+
+    def protected(info):
+        return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
+                             protect_units=params['protect_units'], is_self=info['pid'] in own)
+
     try:
-        view = open_view(host, params, WITHOUT_NVML, session=session)
-        indices = select_gpus(view, params)
+        parents = parent_processes(holders, protection=protected, read_timeout=params['nvml_timeout'])
+        plan = plan_release(holders, scope, processes=parents)
+    except SharedHolderError as exc:
+        raise Failure(str(exc), nvml_available=view.available)
 
-        scope_warnings = filter_warnings(
-            params['users'], params['systemd_units'], params['containers'],
-            loaded_units=known_units(host, params['systemd_units']) if params['systemd_units'] else None,
-            host_containers=containers_here() if params['containers'] else None)
-        for warning in scope_warnings:
-            host.warn(warning)
+    run = command_runner(host, extra_seconds=longest_wait(ladder))
+    runtimes = dict((runtime, cli if host.get_bin_path(cli) else None) for runtime, cli in RUNTIME_CLIS.items())
+    sources = find_sources(plan.targets, read_cgroup_text, run, scope_units=params['systemd_units'],
+                           scope_containers=params['containers'], container_matches=container_matches,
+                           own_pids=own, runtimes=runtimes)
+    for warning in sources.warnings:
+        host.warn(warning)
 
-        own = self_and_ancestors()
-        snapshot = find_holders(host.warn, view, params, identify=container_identifier(host))
-        before = judge_at_start(snapshot, indices, params, view.available) if params['only_if_busy'] else None
-        # Free only as NVML tells it: without memory figures nothing is proven free.
-        free_at_start = bool(before and before['free'] and view.available)
-        # GPUs already free: nothing to plan, so nothing is signalled or stopped, allowed holders included.
-        holders = [] if free_at_start else snapshot.holders
-        scope = build_scope(indices, users=params['users'], match=params['match'],
-                            systemd_units=params['systemd_units'], containers=params['containers'],
-                            kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
-                            euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
-                            pod_reason=pod_reason)
-
-        def protected(info):
-            return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
-                                 protect_units=params['protect_units'], is_self=info['pid'] in own)
-
-        try:
-            parents = parent_processes(holders, protection=protected, read_timeout=params['nvml_timeout'])
-            plan = plan_release(holders, scope, processes=parents)
-        except SharedHolderError as exc:
-            raise Failure(str(exc), nvml_available=view.available)
-
-        run = command_runner(host, extra_seconds=longest_wait(ladder))
-        runtimes = dict((runtime, cli if host.get_bin_path(cli) else None) for runtime, cli in RUNTIME_CLIS.items())
-        sources = find_sources(plan.targets, read_cgroup_text, run, scope_units=params['systemd_units'],
-                               scope_containers=params['containers'], container_matches=container_matches,
-                               own_pids=own, runtimes=runtimes)
-        for warning in sources.warnings:
-            host.warn(warning)
-
-        outcome = None
-        predicted_trees = None
-        if plan.changes:
-            escalation = Escalation(
-                plan, ladder, nvml=session if view.available else None, log=host.log,
-                on_frozen=lambda: stop_sources(sources, run, stop_seconds=params['grace_seconds']),
-                poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
-                known_pids=[h['pid'] for h in snapshot.holders],
-                baseline_mib=baseline_memory(snapshot.holders, plan),
-                protection=protected, own_pids=own, should_stop=controller.gone,
-                minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
-                                    if gpu.get('minor') is not None))
-            if host.check_mode:
-                # Plan, then stop: the trees the real run would freeze and kill, read the same way.
-                predicted_trees = escalation.predict_trees()
-            else:
-                outcome = escalation.run()
-                for warning in outcome['warnings']:
-                    host.warn(warning)
-    finally:
-        session.close()
+    outcome = None
+    predicted_trees = None
+    if plan.changes:
+        escalation = Escalation(
+            plan, ladder, nvml=session if view.available else None, log=host.log,
+            on_frozen=lambda: stop_sources(sources, run, stop_seconds=params['grace_seconds']),
+            poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
+            known_pids=[h['pid'] for h in snapshot.holders],
+            baseline_mib=baseline_memory(snapshot.holders, plan),
+            protection=protected, own_pids=own, should_stop=controller.gone,
+            minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
+                                if gpu.get('minor') is not None))
+        if host.check_mode:
+            # Plan, then stop: the trees the real run would freeze and kill, read the same way.
+            predicted_trees = escalation.predict_trees()
+        else:
+            outcome = escalation.run()
+            for warning in outcome['warnings']:
+                host.warn(warning)
 
     if outcome is None:
         planned_actions(sources, host.check_mode)
@@ -229,4 +264,4 @@ def _release(host, params, diff, started, ladder, poll_interval, controller):
     failed = result.pop('failed_release') and params['fail_on_survivors']
     if not diff:
         result.pop('diff')
-    return result, failed
+    return result, failed, indices

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -487,3 +488,49 @@ def test_check_mode_takes_no_host_lock(run_module, two_gpus, signals, other_run)
 def test_a_bad_lock_timeout_fails_first(run_module, two_gpus, signals, value, message):
     result = run_module({'lock_timeout': value})
     assert result['failed'] and result['msg'] == message
+
+
+def test_prove_proves_the_released_gpus_free_in_the_same_task(run_module, no_library, fake_dev_discovery,
+                                                              spawn_holder, signals):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    args = {'gpus': ['0'], 'grace_seconds': 5, 'prove': True, 'settle_seconds': 0.3, 'proof_timeout_seconds': 5}
+    checked = run_module(dict(args, _ansible_check_mode=True))
+    # Check mode releases nothing, so nothing is proven.
+    assert checked['proof'] is None and alive(holder) and signals == []
+    result = run_module(args)
+    assert 'failed' not in result, result['msg']
+    assert [e['pid'] for e in result['released']] == [holder.pid] and holder.wait(2) == -signal.SIGTERM
+    proof = result['proof']
+    assert proof['free'] is True and proof['holders'] == [] and proof['settle_seconds_observed'] >= 0.3
+    assert [gpu['index'] for gpu in proof['gpus']] == [0]
+    assert result['msg'].splitlines()[-1] == 'Proven free: %s' % proof['msg']
+    # The release's own seconds leave the proof out.
+    assert result['elapsed_seconds'] < proof['settle_seconds_observed'] + 2
+    again = run_module(args)
+    assert again['changed'] is False and again['proof']['free'] is True
+
+
+def test_prove_fails_at_once_on_a_holder_the_release_left_alone(run_module, no_library, fake_dev_discovery,
+                                                                spawn_holder, signals):
+    mine = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    other = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')],
+                         comm='other-job')
+    started = time.monotonic()
+    result = run_module({'gpus': ['0'], 'grace_seconds': 5, 'match': '^%s$' % re_title(mine), 'prove': True,
+                         'proof_timeout_seconds': 30})
+    assert time.monotonic() - started < 10, 'what was left alone on purpose is not waited for'
+    assert result['failed'] is True and [e['pid'] for e in result['released']] == [mine.pid]
+    assert result['proof']['free'] is False and [h['pid'] for h in result['proof']['holders']] == [other.pid]
+    assert 'Not proven free: ' in result['msg'] and 'title does not match' in result['proof']['msg']
+    assert alive(other) and set(pid for pid, dummy, dummy2 in signals) == set([mine.pid])
+
+
+def test_prove_on_gpus_free_at_the_start_is_that_look(run_module, two_gpus, signals):
+    result = run_module({'only_if_busy': True, 'prove': True, 'settle_seconds': 1})
+    assert result['free_at_start'] is True and result['proof'] is None and 'failed' not in result
+    assert signals == []
+
+
+def re_title(proc):
+    return re.escape(' '.join(psutil.Process(proc.pid).cmdline()))

@@ -92,6 +92,13 @@ def test_an_exception_in_the_block_still_stops_the_beat():
     ({'grace_seconds': '3'}, 'the release of the GPUs (SIGTERM, 3 s grace, then SIGKILL, 10 s)'),
     ({'gpus': ['1'], 'ladder': [{'signal': 'SIGINT', 'wait_seconds': 5}, {'signal': 'SIGKILL'}]},
      'the release of GPU 1 (a ladder of 2 steps)'),
+    ({'gpus': ['0'], 'grace_seconds': 7, 'kill_seconds': 5, 'prove': True, 'proof_timeout_seconds': 30,
+      'settle_seconds': 2},
+     'the release of GPU 0 (SIGTERM, 7 s grace, then SIGKILL, 5 s), then for GPU 0 to be free (within 30 s, then '
+     'for 2 s)'),
+    ({'prove': 'false', 'settle_seconds': 2}, 'the release of the GPUs (SIGTERM, 10 s grace, then SIGKILL, 10 s)'),
+    ({'prove': 'True'}, 'the release of the GPUs (SIGTERM, 10 s grace, then SIGKILL, 10 s), then for the GPUs to be '
+                        'free (within 60 s, then for 0 s)'),
 ])
 def test_what_the_release_waits_for(args, expected):
     assert what_release(args) == expected

@@ -77,7 +77,9 @@ def test_before_the_first_look_the_release_is_the_look():
     assert plan['look_files'] == ['release']
     assert plan['summary_files'] == ['summary_keep']
     assert not plan['look_failed'] and plan['error'] == '' and plan['run_error'] == ''
-    assert plan['stages']['prove']
+    # The release proves the GPUs free itself.
+    assert not plan['stages']['prove']
+    assert role_plan(state(allow_reset=True))['stages']['prove']
 
 
 def test_a_free_host_needs_nothing_after_the_release_as_the_look():
@@ -93,6 +95,32 @@ def test_a_busy_host_is_proven_after_its_release():
     assert plan['proof_released_gpus'] == [0, 1] and not plan['proof_anywhere']
     # The first look was over the limit: the reset stage looks at the holders.
     assert plan['reset']['look']
+
+
+@pytest.mark.parametrize('values, check_mode, run_tags, proves', [
+    ({}, False, ['all'], True),
+    ({}, True, ['all'], False),
+    ({'allow_reset': True}, False, ['all'], False),
+    ({'stop_units': ['vllm.service']}, False, ['all'], False),
+    ({}, False, ['gpu_reclaim_release'], False),
+])
+def test_the_release_proves_itself_with_nothing_between_them(values, check_mode, run_tags, proves):
+    settings = role_settings(dict(DEFAULTS, **values), run_tags, [], check_mode)
+    assert settings['prove_in_release'] is proves
+
+
+def test_a_release_that_proved_the_gpus_free_needs_no_proof_task():
+    proof = {'free': True, 'gpus': FREE_GPUS, 'holders': [], 'waited_seconds': 0.1, 'settle_seconds_observed': 2.0,
+             'msg': '2 GPUs free (0, 1), and stayed free for 2.00 s'}
+    done = release(False, [{'pid': 5, 'gpus': [0]}], proof=proof, elapsed_seconds=0.3)
+    plan = role_plan(state(release=done))
+    assert stages(plan) == ['release'] and not plan['stages']['prove']
+    assert plan['proof'] == proof and not plan['proof_failed'] and plan['run_error'] == ''
+    # The summary reads the release's proof as the proof's.
+    run = role_summary_run(state(release=done), plan, 0.0, 3.0)
+    assert run['proof'] == proof
+    failed = role_plan(state(release=dict(done, proof=dict(proof, free=False, msg='GPU 0 busy'))))
+    assert failed['proof_failed'] and failed['run_error'] == 'GPUs of gpu07 are not free. GPU 0 busy'
 
 
 def test_a_variable_error_runs_no_stage():

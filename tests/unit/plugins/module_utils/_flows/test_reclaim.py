@@ -44,7 +44,7 @@ def params(**extra):
     values = {'ladder': None, 'grace_seconds': 10.0, 'kill_seconds': 10.0, 'poll_interval': 0.05,
               'nvml_timeout': 5.0, 'users': [], 'match': None, 'systemd_units': [], 'containers': [],
               'kinds': ['compute'], 'on_shared_holder': 'release', 'max_used_mib': None,
-              'only_if_busy': False}
+              'only_if_busy': False, 'prove': False, 'proof_timeout_seconds': None, 'settle_seconds': None}
     values.update(extra)
     return values
 
@@ -55,6 +55,15 @@ def test_good_input_gives_the_ladder_and_the_poll_interval():
     assert poll_interval == 0.5
 
 
+def test_the_proof_takes_its_defaults_only_with_prove():
+    given = params(prove=True, settle_seconds='2')
+    _reclaim.check_input(given)
+    assert (given['proof_timeout_seconds'], given['settle_seconds']) == (60.0, 2.0)
+    given = params()
+    _reclaim.check_input(given)
+    assert (given['proof_timeout_seconds'], given['settle_seconds']) == (60.0, 0.0)
+
+
 @pytest.mark.parametrize('values, message', [
     ({'ladder': [{'signal': 'SIGSTOP'}]}, "ladder[0].signal: signal 'SIGSTOP' is not allowed in a ladder"),
     ({'poll_interval': 9}, 'poll_interval: must be a number of seconds from 0.005 to 5; got: 9'),
@@ -62,8 +71,15 @@ def test_good_input_gives_the_ladder_and_the_poll_interval():
     ({'kill_seconds': True}, 'kill_seconds'),
     ({'max_used_mib': -1, 'only_if_busy': True}, 'max_used_mib: must be 0 or more; got: -1'),
     # Security: each is a clear error before anything is looked at.
-    ({'max_used_mib': 64}, 'max_used_mib: only judges the GPUs with only_if_busy: true; got: max_used_mib=64 with '
-                           'only_if_busy=False'),
+    ({'max_used_mib': 64}, 'max_used_mib: only judges the GPUs with only_if_busy: true or prove: true; got: '
+                           'max_used_mib=64 with only_if_busy=False and prove=False'),
+    ({'settle_seconds': 2}, 'settle_seconds: only applies with prove: true; got: settle_seconds=2 with prove=False'),
+    ({'proof_timeout_seconds': 30}, 'proof_timeout_seconds: only applies with prove: true; got: '
+                                    'proof_timeout_seconds=30 with prove=False'),
+    ({'prove': True, 'settle_seconds': 601}, 'settle_seconds: must be a number of seconds from 0 to 600; got: 601'),
+    ({'prove': True, 'proof_timeout_seconds': 'soon'}, 'proof_timeout_seconds'),
+    ({'prove': True, 'proof_timeout_seconds': True}, 'proof_timeout_seconds'),
+    ({'prove': True, 'max_used_mib': -1}, 'max_used_mib: must be 0 or more; got: -1'),
     ({'ladder': [{'signal': 'SIGKILL'}, {'signal': 'SIGTERM'}]}, 'ladder[1]: comes after the SIGKILL of ladder[0]'),
     ({'protect': ['[']}, "protect[0]: the glob '[' opens a '[' at 0 that is never closed"),
     ({'protect': ['Xorg'], 'unprotect': ['Xorg']}, "protect[0] and unprotect[0] both name 'Xorg'"),
