@@ -15,20 +15,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-ELLIPSIS = u'\u2026'
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.text import ELLIPSIS, truncate
+
 # The per-GPU row: index, UUID, memory before and after, what was released, what was left.
 ROW = '%3s  %-10s %10s %10s  %-34s %s'
 STAGES = ('preflight', 'stop_units', 'release', 'reset', 'prove')
 FLEET_HEADER = '%-24s %-8s %5s %6s %14s %9s %8s'
 FLEET_ROW = '%-24s %-8s %5d %6d %14.1f %9d %8s'
-
-
-def truncate(text, length):
-    """``text`` cut to ``length`` characters with an ellipsis; up to 5 characters over are kept whole."""
-    text = text or ''
-    if len(text) <= length + 5:
-        return text
-    return text[:length - len(ELLIPSIS)] + ELLIPSIS
 
 
 def _dash(value):
