@@ -20,9 +20,9 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary impor
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import (
     FAILURE_REASONS,
     MIB,
-    SOURCE_KINDS,
     SUCCEEDED,
     host_outcome,
+    source_metrics,
 )
 
 PREFIX = 'gpu_reclaim_last_run_'
@@ -114,7 +114,7 @@ def render(summary, timestamp, host=None):
     _family(lines, 'memory_reclaimed_bytes', [((), outcome['memory_reclaimed_mib'] * MIB)])
     _family(lines, 'holders_released', [((('signal', signal),), by_signal[signal]) for signal in sorted(by_signal)])
     _family(lines, 'sources_stopped', [((('kind', kind),), outcome['sources_stopped'].get(kind, 0))
-                                       for kind in SOURCE_KINDS])
+                                       for kind in source_metrics()])
     _family(lines, 'duration_seconds', [((), outcome['duration_seconds'] or 0.0)])
     _family(lines, 'failure', [((('reason', reason),), reason in outcome['failure_reasons'])
                                for reason in FAILURE_REASONS])
