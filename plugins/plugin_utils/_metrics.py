@@ -38,10 +38,8 @@ HELP = {
     'holders_released': 'Holder processes the last gpu_reclaim run released, by the last signal each was sent.',
     'sources_stopped': 'What would have restarted holders that the last gpu_reclaim run stopped, by kind.',
     'duration_seconds': 'How long the last gpu_reclaim run took on this host.',
-    'failure': ('1 for each reason the last gpu_reclaim run failed: holders_left (holders the proof still found: '
-                'left alone, protected, come back), survivors (holders that outlived the release), stuck_gpus '
-                '(GPUs busy with no holder), reset (the reset stage failed), other (a stop, the target, no result); '
-                'all 0 after a run that succeeded or proved nothing.'),
+    'failure': ('1 for each reason the last gpu_reclaim run failed: %s; all 0 after a run that succeeded or '
+                'proved nothing.' % ', '.join('%s (%s)' % item for item in FAILURE_REASONS.items())),
     'gpu_memory_used_before_bytes': ('GPU memory used (reserved memory excluded) at the first look of the last '
                                      'gpu_reclaim run, per GPU.'),
     'gpu_memory_used_after_bytes': ('GPU memory used (reserved memory excluded) at the proof of the last gpu_reclaim '

@@ -34,15 +34,19 @@ SUCCEEDED = (FREE, KEPT)
 # gpu_reclaim's actions (a supervisor's outcome) on a source that stop it.
 SOURCE_STOPPED_ACTIONS = ('frozen and killed', 'stopped')
 
-# Why a run failed, as label values: holders the proof still found (left alone, protected, come back),
-# holders that outlived the release, GPUs busy with no holder, a reset that failed, anything else (a stop,
-# a missing library, no root, no result at all).
+# Why a run failed, as label values, each with what it means, in the order they are listed.
 FAILED_HOLDERS_LEFT = 'holders_left'
 FAILED_SURVIVORS = 'survivors'
 FAILED_STUCK_GPUS = 'stuck_gpus'
 FAILED_RESET = 'reset'
 FAILED_OTHER = 'other'
-FAILURE_REASONS = (FAILED_HOLDERS_LEFT, FAILED_SURVIVORS, FAILED_STUCK_GPUS, FAILED_RESET, FAILED_OTHER)
+FAILURE_REASONS = {
+    FAILED_HOLDERS_LEFT: 'holders the proof still found: left alone, protected, come back',
+    FAILED_SURVIVORS: 'holders that outlived the release',
+    FAILED_STUCK_GPUS: 'GPUs busy with no holder',
+    FAILED_RESET: 'the reset stage failed',
+    FAILED_OTHER: 'a stop, the target, no result',
+}
 
 NO_RESULT = ('no result: the role stopped on this host before its first look at the GPUs '
              '(unreachable, or a task failed); see its tasks above')
