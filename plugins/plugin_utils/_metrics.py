@@ -20,9 +20,9 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary impor
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._outcome import (
     FAILURE_REASONS,
     MIB,
-    SOURCE_KINDS,
     SUCCEEDED,
     host_outcome,
+    source_metrics,
 )
 
 PREFIX = 'gpu_reclaim_last_run_'
@@ -38,10 +38,8 @@ HELP = {
     'holders_released': 'Holder processes the last gpu_reclaim run released, by the last signal each was sent.',
     'sources_stopped': 'What would have restarted holders that the last gpu_reclaim run stopped, by kind.',
     'duration_seconds': 'How long the last gpu_reclaim run took on this host.',
-    'failure': ('1 for each reason the last gpu_reclaim run failed: holders_left (holders the proof still found: '
-                'left alone, protected, come back), survivors (holders that outlived the release), stuck_gpus '
-                '(GPUs busy with no holder), reset (the reset stage failed), other (a stop, the target, no result); '
-                'all 0 after a run that succeeded or proved nothing.'),
+    'failure': ('1 for each reason the last gpu_reclaim run failed: %s; all 0 after a run that succeeded or '
+                'proved nothing.' % ', '.join('%s (%s)' % item for item in FAILURE_REASONS.items())),
     'gpu_memory_used_before_bytes': ('GPU memory used (reserved memory excluded) at the first look of the last '
                                      'gpu_reclaim run, per GPU.'),
     'gpu_memory_used_after_bytes': ('GPU memory used (reserved memory excluded) at the proof of the last gpu_reclaim '
@@ -114,7 +112,7 @@ def render(summary, timestamp, host=None):
     _family(lines, 'memory_reclaimed_bytes', [((), outcome['memory_reclaimed_mib'] * MIB)])
     _family(lines, 'holders_released', [((('signal', signal),), by_signal[signal]) for signal in sorted(by_signal)])
     _family(lines, 'sources_stopped', [((('kind', kind),), outcome['sources_stopped'].get(kind, 0))
-                                       for kind in SOURCE_KINDS])
+                                       for kind in source_metrics()])
     _family(lines, 'duration_seconds', [((), outcome['duration_seconds'] or 0.0)])
     _family(lines, 'failure', [((('reason', reason),), reason in outcome['failure_reasons'])
                                for reason in FAILURE_REASONS])

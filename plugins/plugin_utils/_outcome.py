@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.reclaim.plugins.module_utils._sources.registry import KINDS
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._host_summary import LEFT_SURVIVED, LEFT_UNKILLABLE
 
 MIB = 1024 * 1024
@@ -30,22 +31,22 @@ KEPT = 'kept'
 # The states in which the run did what it was asked.
 SUCCEEDED = (FREE, KEPT)
 
-# gpu_reclaim's outcome for a supervisor it stopped, and its actions on a source that stop it.
-SUPERVISOR_KILLED = 'frozen and killed'
+# gpu_reclaim's actions (a supervisor's outcome) on a source that stop it.
 SOURCE_STOPPED_ACTIONS = ('frozen and killed', 'stopped')
-# The kinds of source, as counted here, from gpu_reclaim's source kinds.
-SOURCE_KINDS = ('systemd_unit', 'container', 'pod', 'parent')
-SOURCE_KIND_NAMES = {'systemd': 'systemd_unit', 'container': 'container', 'pod': 'pod', 'parent': 'parent'}
 
-# Why a run failed, as label values: holders the proof still found (left alone, protected, come back),
-# holders that outlived the release, GPUs busy with no holder, a reset that failed, anything else (a stop,
-# a missing library, no root, no result at all).
+# Why a run failed, as label values, each with what it means, in the order they are listed.
 FAILED_HOLDERS_LEFT = 'holders_left'
 FAILED_SURVIVORS = 'survivors'
 FAILED_STUCK_GPUS = 'stuck_gpus'
 FAILED_RESET = 'reset'
 FAILED_OTHER = 'other'
-FAILURE_REASONS = (FAILED_HOLDERS_LEFT, FAILED_SURVIVORS, FAILED_STUCK_GPUS, FAILED_RESET, FAILED_OTHER)
+FAILURE_REASONS = {
+    FAILED_HOLDERS_LEFT: 'holders the proof still found: left alone, protected, come back',
+    FAILED_SURVIVORS: 'holders that outlived the release',
+    FAILED_STUCK_GPUS: 'GPUs busy with no holder',
+    FAILED_RESET: 'the reset stage failed',
+    FAILED_OTHER: 'a stop, the target, no result',
+}
 
 NO_RESULT = ('no result: the role stopped on this host before its first look at the GPUs '
              '(unreachable, or a task failed); see its tasks above')
@@ -89,27 +90,35 @@ def released_by_signal(released):
     return counts
 
 
-def sources_stopped(summary):
-    """{kind: count} of what would have brought holders back and was stopped.
+def source_metrics():
+    """The metric name of every kind of source (``_sources.registry.KINDS``), in the registry's order."""
+    return [kind.metric for kind in KINDS.values()]
 
-    The role's stop stage (``stopped_units``, ``stopped_containers``) and the release's ``sources``: a unit,
-    container or pod it stopped, a respawning parent it froze and killed. Without ``sources`` (an older
-    release), the killed ``supervisors`` count as parents.
+
+def sources_stopped(summary):
+    """{metric name of a kind: count} of what would have brought holders back and was stopped.
+
+    The role's stop stage (each kind's ``role_stopped`` list: ``stopped_units``, ``stopped_containers``) and
+    the release's ``sources``: a unit, container or pod it stopped, a respawning parent it froze and killed.
+    Without ``sources`` (an older release), each kind's ``older_list`` stands for its entries (the killed
+    ``supervisors`` count as parents).
     """
-    counts = dict((kind, 0) for kind in SOURCE_KINDS)
+    counts = dict((metric, 0) for metric in source_metrics())
     if summary.get('check_mode'):
         # Nothing is stopped in check mode.
         return counts
-    counts['systemd_unit'] = len(summary.get('stopped_units') or [])
-    counts['container'] = len(summary.get('stopped_containers') or [])
+    for kind in KINDS.values():
+        if kind.role_stopped:
+            counts[kind.metric] += len(summary.get(kind.role_stopped) or [])
     if 'sources' in summary:
-        for source in summary.get('sources') or []:
-            kind = SOURCE_KIND_NAMES.get(source.get('kind'))
-            if kind and source.get('action') in SOURCE_STOPPED_ACTIONS:
-                counts[kind] += 1
+        actions = [(source.get('kind'), source.get('action')) for source in summary.get('sources') or []]
     else:
-        counts['parent'] = sum(1 for supervisor in summary.get('supervisors') or []
-                               if supervisor.get('outcome') == SUPERVISOR_KILLED)
+        actions = [(kind.name, item.get('outcome')) for kind in KINDS.values() if kind.older_list
+                   for item in summary.get(kind.older_list) or []]
+    for name, action in actions:
+        kind = KINDS.get(name)
+        if kind is not None and action in SOURCE_STOPPED_ACTIONS:
+            counts[kind.metric] += 1
     return counts
 
 
@@ -144,7 +153,7 @@ def host_outcome(host, summary):
             'host': host, 'state': FAILED, 'why': NO_RESULT, 'failure_reasons': [FAILED_OTHER], 'check_mode': False,
             'gpus': 0, 'gpus_freed': 0,
             'memory_reclaimed_mib': 0, 'released': 0, 'released_by_signal': {},
-            'sources_stopped': dict((kind, 0) for kind in SOURCE_KINDS), 'duration_seconds': None,
+            'sources_stopped': dict((metric, 0) for metric in source_metrics()), 'duration_seconds': None,
         }
     rows = summary.get('gpus') or []
     max_used_mib = summary.get('max_used_mib', 0) or 0

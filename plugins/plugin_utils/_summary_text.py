@@ -15,20 +15,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-ELLIPSIS = u'\u2026'
+from ansible_collections.gpuops.reclaim.plugins.module_utils._base.text import ELLIPSIS, truncate
+from ansible_collections.gpuops.reclaim.plugins.module_utils._sources.registry import KINDS
+
 # The per-GPU row: index, UUID, memory before and after, what was released, what was left.
 ROW = '%3s  %-10s %10s %10s  %-34s %s'
 STAGES = ('preflight', 'stop_units', 'release', 'reset', 'prove')
 FLEET_HEADER = '%-24s %-8s %5s %6s %14s %9s %8s'
 FLEET_ROW = '%-24s %-8s %5d %6d %14.1f %9d %8s'
-
-
-def truncate(text, length):
-    """``text`` cut to ``length`` characters with an ellipsis; up to 5 characters over are kept whole."""
-    text = text or ''
-    if len(text) <= length + 5:
-        return text
-    return text[:length - len(ELLIPSIS)] + ELLIPSIS
 
 
 def _dash(value):
@@ -40,16 +34,12 @@ def _join(values, separator=', '):
 
 
 def source_label(source):
-    """What names a source in the summary: its unit, its pod, a parent's pid and title, a container's id."""
-    kind = source.get('kind')
-    if kind == 'systemd':
-        return str(source.get('unit'))
-    if kind == 'pod':
-        return str(source.get('pod'))
-    if kind == 'parent':
-        return '%s %s' % (source.get('pid'), truncate(source.get('title') or '', 40))
-    container = source.get('container') or {}
-    return str(container.get('id') or '' if isinstance(container, dict) else container)[:12]
+    """What names a source in the summary, as its kind's ``row_name`` says (``_sources.registry.KINDS``): its
+    unit, its pod, a parent's pid and title, a container's id; its pid for a kind the registry does not know."""
+    kind = KINDS.get(source.get('kind'))
+    if kind is None:
+        return str(_dash(source.get('pid')))
+    return kind.row_name(source)
 
 
 def headline(summary):

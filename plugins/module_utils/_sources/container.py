@@ -89,4 +89,12 @@ def leftover(item):
         what, pid_list(item), item.get('reason') if action == 'left alone' else action)
 
 
-KIND = SourceKind(NAME, 'container', 'container', leftover, stop)
+def row_name(item):
+    """The first 12 characters of its id, as the runtimes show it."""
+    container = item.get('container') or {}
+    return str(container.get('id') or '' if isinstance(container, dict) else container)[:12]
+
+
+# The containers the role's own stop stage stopped count as this kind too.
+KIND = SourceKind(NAME, label='container', metric='container', leftover=leftover, stop=stop,
+                  row_name=row_name, role_stopped='stopped_containers', older_list=None)

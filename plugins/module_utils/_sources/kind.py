@@ -6,9 +6,10 @@
 """What every source kind has: its entry in the ``sources`` list, and its record in the registry.
 
 A source kind (``parent``, ``systemd``, ``container``, ``pod``) is one file of this package with one
-``SourceKind``: its name (the entry's ``kind``), its label and metric name, and the line that tells the
-operator what can still start a holder and what to do (``leftover``). The registry (``registry.KINDS``) lists
-them; adding a kind is one file and one entry there.
+``SourceKind``: its name (the entry's ``kind``), its label and metric name, the line that tells the operator
+what can still start a holder and what to do (``leftover``), and how the role's summary names and counts its
+entries. The registry (``registry.KINDS``) lists them; adding a kind is one file and one entry there, and the
+controller (the summary, the metrics) takes it from there.
 
 This file imports nothing from Ansible.
 """
@@ -27,7 +28,13 @@ LEAVE = 'leave'
 # (``sources_stopped{kind=...}``); ``leftover(entry) -> line or None``: the next step when it can still
 # start a holder after the release; ``stop(entry, run, stop_seconds) -> (rc, err)``, or None for a kind the
 # release does not stop itself.
-SourceKind = namedtuple('SourceKind', ['name', 'label', 'metric', 'leftover', 'stop'])
+# For the role's summary, on the controller: ``row_name(entry) -> str``: what names one entry in its row
+# (``source <kind> <row_name>: <action>``); ``role_stopped``: the summary's list of what the role's own stop
+# stage stopped of this kind (counted with the entries the release stopped), or None; ``older_list``: in a
+# result without ``sources`` (an older release), its list whose items, by their ``outcome``, stand for this
+# kind's entries, or None.
+SourceKind = namedtuple('SourceKind', ['name', 'label', 'metric', 'leftover', 'stop', 'row_name', 'role_stopped',
+                                       'older_list'])
 
 
 def entry(kind, pid=None, title=None, unit=None, container=None, pod=None, holder_pids=(), action=None,

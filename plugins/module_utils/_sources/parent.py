@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from .._base.text import truncate
 from .kind import SourceKind, entry, pid_list
 
 NAME = 'parent'
@@ -39,4 +40,11 @@ def leftover(item):
         item['pid'], item.get('title'), pid_list(item), item.get('reason'))
 
 
-KIND = SourceKind(NAME, 'respawning parent', 'parent', leftover, None)
+def row_name(item):
+    """Its pid and title, the title cut to 40 characters."""
+    return '%s %s' % (item.get('pid'), truncate(item.get('title') or '', 40))
+
+
+# An older release reported its killed parents as ``supervisors`` only.
+KIND = SourceKind(NAME, label='respawning parent', metric='parent', leftover=leftover, stop=None,
+                  row_name=row_name, role_stopped=None, older_list='supervisors')

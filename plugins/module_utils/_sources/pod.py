@@ -63,4 +63,9 @@ def leftover(item):
     return None
 
 
-KIND = SourceKind(NAME, 'Kubernetes pod', 'pod', leftover, None)
+def row_name(item):
+    return str(item.get('pod'))
+
+
+KIND = SourceKind(NAME, label='Kubernetes pod', metric='pod', leftover=leftover, stop=None,
+                  row_name=row_name, role_stopped=None, older_list=None)

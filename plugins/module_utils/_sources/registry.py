@@ -6,9 +6,11 @@
 """What can start a released holder again, and what the release does about it: the registry of source kinds.
 
 Releasing a holder without what restarts it is no release: the GPU is taken back a few seconds after it was
-proven free. Each kind of source is one file of this package, listed in ``KINDS``: ``parent``
-(``parent.py``), ``systemd`` (``systemd_unit.py``), ``container`` (``container.py``) and ``pod``
-(``pod.py``), each with its detection, its stop, its label, its metric name and its next step.
+proven free. Each kind of source is one file of this package, listed in ``KINDS``: ``systemd``
+(``systemd_unit.py``), ``container`` (``container.py``), ``pod`` (``pod.py``) and ``parent``
+(``parent.py``), each with its detection, its stop, its label, its metric name, its next step and how the
+role's summary names and counts it. The controller takes every kind from ``KINDS``, in its order (the order of
+the metrics' ``sources_stopped`` series).
 
 ``find_sources`` finds, for every targeted holder, its units and containers (its parent is the release's
 business, ``_plan.parents``); ``stop_sources`` stops those in scope; ``leftover_lines`` says what can still
@@ -38,8 +40,8 @@ try:
 except ImportError:  # pragma: no cover
     parse_cgroup = None
 
-# Every kind of source, by the ``kind`` of its entries.
-KINDS = dict((kind.name, kind) for kind in (_parent.KIND, _systemd_unit.KIND, _container.KIND, _pod.KIND))
+# Every kind of source, by the ``kind`` of its entries, in the order the metrics list them.
+KINDS = dict((kind.name, kind) for kind in (_systemd_unit.KIND, _container.KIND, _pod.KIND, _parent.KIND))
 
 
 class SourcePlan:

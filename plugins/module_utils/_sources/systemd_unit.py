@@ -96,4 +96,10 @@ def leftover(item):
         item['unit'], pid_list(item), item.get('reason') if action == 'left alone' else action)
 
 
-KIND = SourceKind(NAME, 'systemd service', 'systemd', leftover, stop)
+def row_name(item):
+    return str(item.get('unit'))
+
+
+# The units the role's own stop stage stopped count as this kind too.
+KIND = SourceKind(NAME, label='systemd service', metric='systemd_unit', leftover=leftover, stop=stop,
+                  row_name=row_name, role_stopped='stopped_units', older_list=None)

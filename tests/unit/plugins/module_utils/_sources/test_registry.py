@@ -230,3 +230,21 @@ def test_the_real_process_tree_confirms_a_descendant(spawned):
     run = TableRunner([(DOCKER_INSPECT, (0, inspected(os.getpid(), 'always'), ''))])
     assert _container.confirm_container('docker', {'runtime': 'docker', 'id': C}, [child.pid], run,
                                         _sources.live_ancestors) == ('always', None)
+
+
+def test_every_kind_has_its_own_metric_name_in_the_order_the_metrics_keep():
+    # The metrics' kind label values, which dashboards and alerts query by name.
+    assert [kind.metric for kind in _sources.KINDS.values()] == ['systemd_unit', 'container', 'pod', 'parent']
+    assert [kind.name for kind in _sources.KINDS.values()] == ['systemd', 'container', 'pod', 'parent']
+    assert all(isinstance(kind, _kind.SourceKind) and kind.label for kind in _sources.KINDS.values())
+
+
+@pytest.mark.parametrize('item, name', [
+    ({'kind': 'systemd', 'unit': 'vllm.service'}, 'vllm.service'),
+    ({'kind': 'pod', 'pod': 'uid-1'}, 'uid-1'),
+    ({'kind': 'parent', 'pid': 50, 'title': 'supervisord -n'}, '50 supervisord -n'),
+    ({'kind': 'parent', 'pid': 50, 'title': 'x' * 46}, u'50 ' + 'x' * 39 + u'\u2026'),
+    ({'kind': 'container', 'container': {'runtime': 'docker', 'id': HEX}}, HEX[:12]),
+])
+def test_each_kind_names_its_entry_for_a_summary_row(item, name):
+    assert _sources.KINDS[item['kind']].row_name(item) == name
