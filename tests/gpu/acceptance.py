@@ -341,6 +341,9 @@ class Harness:
         self.collections = os.path.join(self.work, 'collections')
         with open(os.path.join(self.work, 'ansible.cfg'), 'w') as handle:
             handle.write('[defaults]\nretry_files_enabled = False\n')
+            # As an operator's ansible.cfg usually has it (and the simulated hosts' inventory): a module task
+            # is one process on the host, without copying the module to a temporary file first.
+            handle.write('[connection]\npipelining = %s\n' % bool(self.args.pipelining))
         env = self.ansible_env()
         for command in (['ansible.cli.galaxy', 'collection', 'build', '--force', '--output-path', dist, source],):
             self.run_logged([self.python, '-m'] + command, env, 'galaxy-build')
@@ -1498,6 +1501,8 @@ def build_parser():
                         help='with --scenario sources: seconds after the playbook the GPUs must still be free')
     parser.add_argument('--settle', type=float, default=2.0,
                         help='with --scenario sources: gpu_reclaim_settle_seconds (default: %(default)s)')
+    parser.add_argument('--no-pipelining', dest='pipelining', action='store_false',
+                        help="run Ansible without pipelining (ansible.cfg's [connection] pipelining; on by default)")
     parser.add_argument('--gib', type=float, default=40.0, help='GiB each worker holds (default: %(default)s)')
     parser.add_argument('--engine-gib', type=float, default=0.5, help='GiB the engine holds (default: %(default)s)')
     parser.add_argument('--grace', type=float, default=2.0, help='seconds between SIGTERM and SIGKILL (default: %(default)s)')
@@ -1620,6 +1625,7 @@ def main(argv=None):
             'started': benchlib.now_iso(),
             'seconds': round(time.time() - harness.started, 1),
             'config': {'gib_per_worker': args.gib, 'engine_gib': args.engine_gib, 'grace_seconds': args.grace,
+                       'pipelining': args.pipelining,
                        'poll_interval': args.poll_interval, 'threshold_mib': args.threshold_mib,
                        'repetitions': args.repetitions, 'paths': args.paths, 'gpus': harness.gpu_indices,
                        'tarball': os.path.basename(harness.tarball or ''), 'scenario': args.scenario,

@@ -179,15 +179,7 @@ class NvmlSession:
         self.error = None
         self.warnings = []
 
-    # -- lifecycle -------------------------------------------------------
-
-    def __enter__(self):
-        self.open()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-        return False
+    # -- lifecycle: open() on first use, close() in the caller's finally ---------
 
     @property
     def available(self):

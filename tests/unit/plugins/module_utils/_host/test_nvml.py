@@ -150,7 +150,10 @@ def test_hang_stops_at_the_deadline_and_kills_the_session(fake_nvml_factory, hun
 def test_poll_is_one_read_per_gpu_and_list(fake_nvml_factory):
     fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(8, used_mib=1000), processes={
         (3, 'compute'): [(11, 1000), (12, 0)], (5, 'mps'): [(13, 5)]})
-    with _nvml.NvmlSession(1.0, nvml_module=fake) as session:
+    # As the flows use it: opened once, closed in a finally.
+    session = _nvml.NvmlSession(1.0, nvml_module=fake)
+    session.open()
+    try:
         assert session.indices == list(range(8))
         fake.calls[:] = []
         result = session.poll([3, 5])
@@ -165,13 +168,19 @@ def test_poll_is_one_read_per_gpu_and_list(fake_nvml_factory):
         fake.gpus[3]['used_mib'] = 0
         fake.processes.clear()
         assert session.poll([3]) == {3: {'memory_used_mib': 0, 'pids': set()}}
+    finally:
+        session.close()
     assert fake.shut_down
 
 
 def test_poll_is_cheap(fake_nvml_factory):
     fake = fake_nvml_factory(fake_nvml_factory.h200_gpus(8))
-    with _nvml.NvmlSession(1.0, nvml_module=fake) as session:
+    session = _nvml.NvmlSession(1.0, nvml_module=fake)
+    session.open()
+    try:
         started = time.monotonic()
         for dummy in range(50):
             session.poll()
         assert (time.monotonic() - started) / 50 < 0.01
+    finally:
+        session.close()
