@@ -151,11 +151,8 @@ options:
     default: []
   prove:
     description:
-      - After the release, wait until every selected GPU is free and, with O(settle_seconds), stays free, judged as
-        M(gpuops.reclaim.gpu_assert_free) judges it; the result is in RV(proof), and GPUs not proven free fail the
-        task. One task then releases and proves, on the same NVML session.
-      - What the release left alone on purpose (protected, out of scope) fails the proof at once, with the reason.
-      - Not in check mode, which releases nothing, nor when O(only_if_busy) found the GPUs free at the start.
+      - After the release, prove the selected GPUs free as M(gpuops.reclaim.gpu_assert_free) does, in RV(proof); GPUs
+        not proven free fail the task. Not in check mode, nor on GPUs O(only_if_busy) found free.
     type: bool
     default: false
   proof_timeout_seconds:
@@ -546,25 +543,14 @@ lock_holder_pid:
   type: int
   sample: 48213
 proof:
-  description: With O(prove), the proof after the release, in the shape of M(gpuops.reclaim.gpu_assert_free)'s
-    result; V(null) without O(prove), in check mode, and when O(only_if_busy) found the GPUs free at the start.
+  description:
+    - With O(prove), the proof after the release, in the shape of M(gpuops.reclaim.gpu_assert_free)'s result; V(null)
+      without O(prove), in check mode, and when O(only_if_busy) found the GPUs free at the start.
+    - Its C(free), C(gpus), C(holders), C(msg) and C(nvml_available) mean what they mean in RV(before), as seen at
+      the end of the wait; the wait adds its own seconds.
   returned: always
   type: dict
   contains:
-    free:
-      description: Whether every selected GPU was proven free (and stayed free over O(settle_seconds)).
-      type: bool
-      returned: always
-    gpus:
-      description: One entry per selected GPU, as M(gpuops.reclaim.gpu_assert_free) returns them.
-      type: list
-      elements: dict
-      returned: always
-    holders:
-      description: The holders that kept a selected GPU busy at the end.
-      type: list
-      elements: dict
-      returned: always
     waited_seconds:
       description: Seconds waited until the GPUs read free, or until the deadline.
       type: float
@@ -576,14 +562,6 @@ proof:
     settle_seconds_observed:
       description: Seconds the GPUs were watched after they first read free.
       type: float
-      returned: always
-    msg:
-      description: Which GPUs are free, or, per busy GPU, what holds it and the next step.
-      type: str
-      returned: always
-    nvml_available:
-      description: Whether NVML could be used.
-      type: bool
       returned: always
   sample:
     free: true
