@@ -22,7 +22,7 @@ How the two views are combined
   within ``read_timeout`` (``slow_reads.read_maps``), like the titles.
 
 Full records (psutil's create_time, user, title, executable, cgroup) are built
-only for the holders found, never for every process.
+only for the holders found, never for every process, by ``_discover.record``.
 
 This file imports nothing from Ansible.
 """
@@ -32,82 +32,21 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import pwd
-import traceback
 
 from . import keepers as _keepers
-from .._host import cgroup as _cgroup
 from .._host import procfs as _procfs
 from .._host import slow_reads as _procread
 from . import visibility as _visibility
 from .._host.proctree import self_and_ancestors
+from .record import HolderBuilder
 from .snapshot import Snapshot
 from .protection import (
     DEFAULT_PROTECTED_EXECUTABLES,
     DEFAULT_PROTECTED_UNITS,
-    judge_record,
     unknown_unprotect,
 )
 
-try:
-    import psutil
-except ImportError:
-    psutil = None
-    HAS_PSUTIL = False
-    PSUTIL_IMP_ERR = traceback.format_exc()
-else:
-    HAS_PSUTIL = True
-    PSUTIL_IMP_ERR = None
-
 MAPS_MODES = ('none', 'nvml', 'all')
-
-
-# Parents that adopt orphans besides PID 1 (user managers are subreapers).
-SUBREAPER_NAMES = ('systemd',)
-
-
-def classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available=False):
-    """``compute`` for a process with a GPU context or memory; else ``client``.
-
-    With NVML, a context shows in NVML's process lists: that alone decides.
-    Holding ``/dev/nvidia-uvm`` is no proof of one, since current drivers
-    open it for a process that only initialised NVML (a monitor such as
-    nv-hostengine, or this module). It is used only when NVML cannot be read.
-    """
-    if nvml_types or memory_mib:
-        return 'compute'
-    if holds_uvm and not nvml_available:
-        return 'compute'
-    return 'client'
-
-
-def _user_name(uid):
-    if uid is None:
-        return None
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _create_time(pid, stat, proc_root):
-    if psutil is not None and proc_root == _procfs.PROC_ROOT:
-        try:
-            return psutil.Process(pid).create_time()
-        except psutil.Error:
-            pass
-    # Without psutil (or on a captured /proc), the same formula psutil uses.
-    try:
-        with open('%s/stat' % proc_root) as handle:
-            for line in handle:
-                if line.startswith('btime '):
-                    boot_time = float(line.split()[1])
-                    break
-            else:
-                return None
-        return boot_time + stat['starttime'] / float(os.sysconf('SC_CLK_TCK'))
-    except (OSError, ValueError):
-        return None
 
 
 def _is_kernel_thread(pid, proc_root):
@@ -137,131 +76,6 @@ def _dev_minors(dev_dir):
         if kind and kind[0] == 'gpu':
             minors.add(kind[1])
     return minors
-
-
-def build_holder(pid, device_paths, nvml_entries, minor_to_index, gpus_by_index, ancestors,
-                 protect, unprotect, proc_root=_procfs.PROC_ROOT, dev_dir=_procfs.DEV_DIR, nvml_available=False,
-                 protect_units=(), shares_namespace=True,
-                 title=None, unreadable=None, read_timeout=_procread.DEFAULT_TIMEOUT):
-    """One holder record (see docs/architecture.md), or raise OSError if ``pid`` vanished.
-
-    ``nvml_entries`` maps a GPU index to ``{"memory_mib", "types"}`` for this PID.
-    ``title`` is the title when the caller read it already (``discover`` reads
-    every holder's at once); otherwise it is read here, within ``read_timeout``
-    seconds. ``unreadable`` says why the title could not be read, if it could not.
-    """
-    stat = _procfs.read_stat(pid, proc_root)
-    state, leader_exited = _procfs.process_state(stat, proc_root)
-    try:
-        status = _procfs.read_status(pid, proc_root)
-    except PermissionError:
-        status = {}
-    if title is None and unreadable is None:
-        try:
-            title = _procread.read_title(pid, read_timeout, proc_root)
-        except PermissionError:
-            title = ''
-        if title is None:
-            unreadable = _procread.stuck_reason(pid, read_timeout, proc_root=proc_root)
-    if leader_exited and not title and not unreadable:
-        # The leader's cmdline is gone with its memory map; a live thread's shows the same title.
-        title = _thread_title(pid, proc_root, read_timeout)
-    title = title or ''
-    try:
-        cgroup = _cgroup.read_cgroup(pid, proc_root)
-    except PermissionError:
-        cgroup = {'systemd_unit': None, 'unit_manager': None, 'container': None}
-    wchan = _procfs.read_wchan(pid, proc_root)
-    exe = _procfs.read_exe(pid, proc_root)
-
-    node_indices = set()
-    holds_uvm = False
-    for path in device_paths:
-        kind = _procfs.classify_device_path(path, dev_dir)
-        if kind is None:
-            continue
-        if kind[0] == 'gpu' and kind[1] in minor_to_index:
-            node_indices.add(minor_to_index[kind[1]])
-        elif kind[0] == 'uvm':
-            holds_uvm = True
-    # A CUDA process opens the device node of every GPU it can see, but holds
-    # a context only where it computes. Where NVML lists the process, those
-    # GPUs are the ones it holds: a worker of GPU 5 does not hold GPU 0 just
-    # because /dev/nvidia0 is open. The device nodes decide only for what NVML
-    # does not list (monitors, and everything when NVML cannot be read).
-    indices = set(nvml_entries) or node_indices
-
-    nvml_types = set()
-    gpu_memory = {}
-    for index, entry in nvml_entries.items():
-        nvml_types |= entry['types']
-        gpu_memory[str(index)] = entry['memory_mib'] or 0
-    memory_mib = sum(gpu_memory.values())
-
-    uid = _procfs.status_uid(status)
-    is_self = pid in ancestors
-    protected, reason, suspicious = judge_record(
-        {'pid': pid, 'exe': exe, 'name': stat['comm'], 'title': title, 'kernel_thread': stat['kernel_thread'],
-         'systemd_unit': cgroup['systemd_unit'], 'unit_manager': cgroup['unit_manager'], 'uid': uid,
-         'nvml_types': nvml_types, 'gpu_memory_mib': gpu_memory},
-        protect, unprotect, protect_units, is_self=is_self, proc_root=proc_root)
-    ppid = stat['ppid']
-    orphaned = ppid == 1
-    if not orphaned and ppid > 1:
-        try:
-            orphaned = _procfs.read_stat(ppid, proc_root)['comm'] in SUBREAPER_NAMES
-        except (OSError, ValueError, IndexError):
-            orphaned = False
-    ordered = sorted(indices)
-    return {
-        'pid': pid,
-        'ppid': ppid,
-        'pgrp': stat['pgrp'],
-        'session': stat['session'],
-        'user': _user_name(uid),
-        'uid': uid,
-        'name': stat['comm'],
-        'title': title,
-        'exe': exe,
-        'create_time': _create_time(pid, stat, proc_root),
-        'state': _procfs.STATE_NAMES.get(state, state),
-        # The main thread has exited while another thread lives on (and holds what the process holds).
-        'leader_exited': leader_exited,
-        'wchan': wchan,
-        'gpus': ordered,
-        # The GPUs whose device node the process holds, listed by NVML there or not.
-        'node_gpus': sorted(node_indices),
-        'gpu_uuids': [gpus_by_index[index].get('uuid') for index in ordered if index in gpus_by_index],
-        'gpu_memory_mib': gpu_memory,
-        'memory_mib': memory_mib,
-        'nvml_types': sorted(nvml_types),
-        'device_paths': sorted(device_paths),
-        'kind': classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available),
-        'systemd_unit': cgroup['systemd_unit'],
-        'unit_manager': cgroup['unit_manager'],
-        'container': cgroup['container'],
-        'protected': protected,
-        'protected_reason': reason,
-        # Why a process named like a protected daemon is not protected (``_discover.protection.judge``).
-        'suspicious': suspicious,
-        'is_self': is_self,
-        'sigterm_ignored': _procfs.sigterm_ignored(status),
-        'orphaned': orphaned,
-        # False for a PID NVML lists whose process here holds no NVIDIA device node, seen from
-        # another PID namespace than the host's: NVML's PID may name some other process.
-        'visible': _visibility.visible(bool(nvml_entries), device_paths, shares_namespace, dev_dir),
-        'unreadable': unreadable,
-    }
-
-
-def _thread_title(pid, proc_root, read_timeout):
-    thread = _procfs.live_thread(pid, proc_root)
-    if thread is None:
-        return ''
-    try:
-        return _procread.read_title(thread[0], read_timeout, '%s/%d/task' % (proc_root, pid)) or ''
-    except OSError:
-        return ''
 
 
 def host_gpus(nvml_view, dev_dir=_procfs.DEV_DIR):
@@ -375,11 +189,14 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
                 break
 
     ancestors = self_and_ancestors(self_pid, proc_root if self_pid is not None else _procfs.PROC_ROOT)
-    gpus_by_index = dict((gpu['index'], gpu) for gpu in gpus)
-    selected = set(gpus_by_index) if gpu_indices is None else set(gpu_indices)
+    selected = set(gpu['index'] for gpu in gpus) if gpu_indices is None else set(gpu_indices)
 
     if shares_namespace is None:
         shares_namespace = _visibility.in_initial_pid_namespace()
+    nvml_available = bool(nvml_view is not None and nvml_view.available)
+    # How every record is built, kept for the processes that newly hold a GPU during a release.
+    builder = HolderBuilder(gpus, protect, unprotect, protect_units, ancestors, shares_namespace, proc_root, dev_dir,
+                            read_timeout)
     # A process whose maps did not answer holds its mmap lock too long for its cmdline as well: not read again.
     titles, title_errors, stuck = _procread.read_titles(candidates - set(maps_stuck), read_timeout, proc_root)
     stuck = set(stuck) | (set(maps_stuck) & candidates)
@@ -392,11 +209,8 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         elif isinstance(title_errors.get(pid), _procread.NoThread):
             unreadable_reason = str(title_errors[pid])
         try:
-            record = build_holder(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), minor_to_index,
-                                  gpus_by_index, ancestors, protect, unprotect, proc_root, dev_dir,
-                                  nvml_available=bool(nvml_view is not None and nvml_view.available),
-                                  protect_units=protect_units, shares_namespace=shares_namespace,
-                                  title=titles.get(pid, ''), unreadable=unreadable_reason)
+            record = builder.build(pid, fd_holders.get(pid, set()), per_pid.get(pid, {}), nvml_available,
+                                   title=titles.get(pid, ''), unreadable=unreadable_reason)
         except PermissionError:
             unreadable.add(pid)
             continue
@@ -471,7 +285,6 @@ def discover(nvml_view, protect=(), unprotect=(), proc_root=_procfs.PROC_ROOT, g
         gpu['holder_pids'] = [holder['pid'] for holder in holders if gpu['index'] in holder['gpus']]
     scoped_gpus = [gpu for gpu in gpus if gpu['index'] in selected]
 
-    return Snapshot(scoped_gpus, holders, unreadable, warnings,
-                    nvml_available=bool(nvml_view is not None and nvml_view.available),
+    return Snapshot(scoped_gpus, holders, unreadable, warnings, nvml_available=nvml_available,
                     driver_version=getattr(nvml_view, 'driver_version', None), vanished=vanished,
-                    contexts=contexts, foreign_pids=foreign)
+                    contexts=contexts, foreign_pids=foreign, builder=builder)

@@ -19,11 +19,15 @@ class Snapshot:
     ``gpus``: GPU records (scoped to the selected GPUs), ``holders``: holder
     records sorted by PID, ``unreadable``: how many processes could not be
     inspected, ``unreadable_pids``: which, ``warnings``: text for the user.
+    ``builder`` is the ``_discover.record.HolderBuilder`` the records were
+    built with (None for a snapshot made otherwise): a release builds the
+    record of a process that appears later with it.
     """
 
     def __init__(self, gpus, holders, unreadable_pids, warnings, nvml_available,
-                 driver_version=None, vanished=0, contexts=(), foreign_pids=()):
+                 driver_version=None, vanished=0, contexts=(), foreign_pids=(), builder=None):
         self.gpus = gpus
+        self.builder = builder
         # PIDs NVML lists that no process here has, nor a dead creator whose keeper is here.
         self.foreign_pids = sorted(foreign_pids)
         # Contexts whose creator is gone (``_discover.keepers.attribute``), with their keepers.

@@ -24,7 +24,8 @@ from collections import namedtuple
 
 from .._discover import containers as _containers
 from .._discover import visibility as _visibility
-from .._discover.holders import HAS_PSUTIL, PSUTIL_IMP_ERR, discover, host_gpus
+from .._discover.holders import discover, host_gpus
+from .._discover.record import HAS_PSUTIL, PSUTIL_IMP_ERR
 from .._host.proctree import ancestors as live_ancestors
 from .._base.checks import check_lists, check_timeout, convert_seconds
 from .._host.commands import RUNTIME_CLIS, command_runner

@@ -45,9 +45,8 @@ from .._plan.ladder import longest_wait, parse_ladder
 from .._host.nvml import NvmlSession
 from .._plan.plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
 from .._proof.verdict import DEFAULT_MAX_USED_MIB, ProofError, check_left_alone, check_limits, evaluate, verdict_message
-from .._release.prober import parent_processes
+from .._release.prober import ProcProber, parent_processes
 from .._host.proctree import self_and_ancestors
-from .._discover.protection import protection_of
 from .._release.report import shape_result
 from .._sources.parent import parent_entries
 from .._sources.pod import pod_entries, pod_reason
@@ -205,9 +204,9 @@ def _release(host, params, diff, started, ladder, poll_interval, controller, ses
                         euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
                         pod_reason=pod_reason)
 
-    def protected(info):
-        return protection_of(info, protect=params['protect'], unprotect=params['unprotect'],
-                             protect_units=params['protect_units'], is_self=info['pid'] in own)
+    # Discovery's own judgement and record builder, for the parents and every process the release meets.
+    protected = snapshot.builder.protection
+    prober = ProcProber(read_timeout=params['nvml_timeout'], builder=snapshot.builder)
 
     try:
         parents = parent_processes(holders, protection=protected, read_timeout=params['nvml_timeout'])
@@ -232,7 +231,7 @@ def _release(host, params, diff, started, ladder, poll_interval, controller, ses
             poll_interval=poll_interval, nvml_timeout=params['nvml_timeout'],
             known_pids=[h['pid'] for h in snapshot.holders],
             baseline_mib=baseline_memory(snapshot.holders, plan),
-            protection=protected, own_pids=own, should_stop=controller.gone,
+            prober=prober, protection=protected, own_pids=own, should_stop=controller.gone,
             minor_to_index=dict((gpu['minor'], gpu['index']) for gpu in snapshot.gpus
                                 if gpu.get('minor') is not None))
         if host.check_mode:

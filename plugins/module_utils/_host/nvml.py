@@ -370,7 +370,10 @@ class NvmlSession:
     # -- polling -----------------------------------------------------------
 
     def poll(self, indices=None, timeout=None):
-        """``{index: {"memory_used_mib": int, "pids": set}}`` for the given GPUs.
+        """``{index: {"memory_used_mib": int, "pids": set, "processes": dict}}`` for the given GPUs.
+
+        ``processes`` maps each PID of ``pids`` to what the inventory says of
+        it (``{"memory_mib": int or None, "types": set}``).
 
         One memory read and one query per supported process list per GPU, all
         under one deadline. Raises ``NvmlUnavailable`` when NVML cannot be used
@@ -396,11 +399,8 @@ class NvmlSession:
             for index in indices:
                 handle = self._handles[index]
                 used = self._memory(index, handle)[0]
-                pids = set()
-                for list_type, names in PROCESS_LIST_FUNCTIONS:
-                    for pid, dummy in self._process_list(index, handle, list_type, names):
-                        pids.add(pid)
-                result[index] = {'memory_used_mib': used, 'pids': pids}
+                processes = self._processes(index, handle)
+                result[index] = {'memory_used_mib': used, 'pids': set(processes), 'processes': processes}
         return result
 
 

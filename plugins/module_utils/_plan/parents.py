@@ -7,7 +7,7 @@
 
 A holder's parent can start it again once it dies: a ``bash -c`` loop,
 supervisord, a Python parent that restarts its workers. ``parent_verdict``
-decides, from a process dict (see ``_release.escalation.describe_process``), one of:
+decides, from a process dict (see ``_release.prober.describe_process``), one of:
 
 ``None``
     not a source: PID 1, a kernel thread, the module or one of its

@@ -274,10 +274,12 @@ class Escalation:
                 self.nvml_ok = False
                 self.warn('NVML polling stopped (%s); release is judged from /proc alone' % exc)
             else:
+                listed = {}
                 for index, reading in polled.items():
                     self.memory_after[index] = reading.get('memory_used_mib')
                     self.pids_after[index] = set(reading.get('pids') or ())
-                self.newcomers.from_nvml(self.pids_after, now)
+                    listed[index] = reading.get('processes') or {}
+                self.newcomers.from_nvml(self.pids_after, now, listed)
                 return
         self.newcomers.from_proc(now, owed=exited)
 

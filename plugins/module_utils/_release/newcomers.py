@@ -120,16 +120,23 @@ class Newcomers:
             held.update(target.record.get('gpus') or [])
         return held & set(release.plan.gpus)
 
-    def from_nvml(self, pids_after, now):
-        """NVML's lists first: only a PID nobody knows costs a look at ``/proc``."""
+    def from_nvml(self, pids_after, now, listed=None):
+        """NVML's lists first: only a PID nobody knows costs a look at ``/proc``.
+
+        ``listed`` maps a GPU index to what NVML lists each PID with there
+        (``{pid: {"memory_mib", "types"}}``, ``_host.nvml.NvmlSession.poll``'s
+        ``processes``); a reading without it names no list and no memory.
+        """
         release = self.release
         held = self.targeted_gpus()
         for index in sorted(pids_after):
             if index not in held:
                 continue
             pids = pids_after[index]
+            entries = (listed or {}).get(index) or {}
             for pid in sorted(pids - release.known_pids):
-                self.examine(pid, [index], 'compute', now)
+                entry = entries.get(pid) or {'memory_mib': None, 'types': set()}
+                self.examine(pid, [index], now, {index: entry})
             for pid in pids:
                 self.also_holds(pid, index)
 
@@ -170,7 +177,7 @@ class Newcomers:
             for index in indices:
                 view.setdefault(index, set()).add(pid)
             if pid not in release.known_pids:
-                self.examine(pid, indices, 'compute' if found.get('uvm') else 'client', now)
+                self.examine(pid, indices, now)
             for index in indices:
                 self.also_holds(pid, index)
         self.proc_view = view
@@ -200,17 +207,23 @@ class Newcomers:
         if target is not None and target.adopted and index not in target.record['gpus']:
             target.record['gpus'] = sorted(target.record['gpus'] + [index])
 
-    def examine(self, pid, indices, kind, now):
-        """Examine, once, a process that newly holds the targeted GPUs ``indices``."""
+    def examine(self, pid, indices, now, nvml_entries=None):
+        """Examine, once, a process that newly holds the targeted GPUs ``indices``.
+
+        ``nvml_entries``: what NVML lists it with there, None when it was
+        found in ``/proc`` (NVML is not read). Its record is the holder record
+        discovery builds (``prober.newcomer``), judged again by the release's
+        protection, which the modules make discovery's own.
+        """
         release = self.release
         release.known_pids.add(pid)
         if self.count >= self.max_newcomers:
             self.over_limit[pid] = set(indices)
             return
         self.count += 1
-        record = release.prober.describe(pid)
+        record = release.prober.newcomer(pid, list(indices), nvml_entries, release.own_pids)
         where = 'GPU %s' % ', '.join(str(i) for i in indices)
-        # Read after describe: whichever process describe saw, a later start
+        # Read after the record: whichever process it describes, a later start
         # than the listing means the PID is not the one listed.
         if record is not None and self.reused_since_listing(pid):
             self.left_alone[pid] = REUSED_SINCE_LISTING
@@ -222,11 +235,6 @@ class Newcomers:
             release.warn('%s: pid %d appeared during the release but cannot be inspected (it exited, or it '
                          'runs in another PID namespace); it was left alone' % (where, pid))
             return
-        record.update({'gpus': list(indices), 'kind': kind, 'adopted': True,
-                       'gpu_memory_mib': {}, 'memory_mib': 0, 'is_self': pid in release.own_pids})
-        seen_here = getattr(release.prober, 'visible', None)
-        if release.nvml_ok and seen_here is not None and not seen_here(pid):
-            record['visible'] = False
         record['protected'], record['protected_reason'] = release.protection(record)
         verdict, reason = newcomer_verdict(record, release.scope, release.own_pids)
         origins = self.origins(pid, record) if verdict == TARGET else []

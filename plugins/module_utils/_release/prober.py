@@ -8,8 +8,9 @@
 ``describe_process`` and ``parent_processes`` read the parents that
 ``_plan.plan.plan_release`` judges; ``ProcProber`` is everything the loop
 (``_release.escalation``) asks of ``/proc`` while it runs, injected so that unit
-tests can pass a fake. Every read of another process's ``cmdline`` has a
-deadline (``_host.slow_reads``).
+tests can pass a fake. A process that newly holds a GPU gets discovery's own
+holder record (``_discover.record.HolderBuilder.newcomer``). Every read of
+another process's ``cmdline`` has a deadline (``_host.slow_reads``).
 
 This file imports nothing from Ansible.
 """
@@ -27,77 +28,46 @@ from .._host.procfs import (
     DEV_DIR,
     PROC_ROOT,
     classify_device_path,
-    fd_device_paths,
     read_stat,
     read_status,
     read_wchan,
     scan_device_holders,
     signal_mask,
 )
-from .._host.cgroup import read_cgroup
 from .._host.slow_reads import DEFAULT_TIMEOUT as DEFAULT_READ_TIMEOUT
-from .._host.slow_reads import read_maps, read_title, stuck_reason
+from .._host.slow_reads import read_maps
 from .._host.proctree import ancestors, child_pids, descendant_pids
-from .._discover.visibility import holds_device_node, in_initial_pid_namespace
+from .._discover.record import HolderBuilder, read_process
 
 try:
     import psutil
 except ImportError:  # pragma: no cover - reported by the modules
     psutil = None
 
+# What a parent's record keeps of ``_discover.record.read_process``.
+PARENT_FACTS = ('pid', 'ppid', 'name', 'create_time', 'uid', 'pgrp', 'session', 'user', 'exe', 'title',
+                'systemd_unit', 'unit_manager', 'container', 'unreadable')
+
 
 def describe_process(pid, read_timeout=DEFAULT_READ_TIMEOUT):
     """A process dict as ``plan_release`` wants for ``processes``, or None if gone.
 
-    The name is ``comm`` from ``/proc/PID/stat`` (psutil's ``name()`` may read
-    ``cmdline``, which can block); the title is read within ``read_timeout``
-    seconds, and when it does not come, ``unreadable`` says so.
+    The reads of a holder record (``_discover.record.read_process``): the
+    name is ``comm`` from ``/proc/PID/stat``, the title is read within
+    ``read_timeout`` seconds, and when it does not come, ``unreadable`` says
+    so and the title is the name. Besides, ``tty`` (an interactive shell has
+    one) and the live ``children``.
     """
     try:
-        stat = read_stat(pid)
-        proc = psutil.Process(pid)
-        with proc.oneshot():
-            info = {
-                'pid': pid,
-                'ppid': proc.ppid(),
-                'name': stat['comm'],
-                'create_time': proc.create_time(),
-                'uid': proc.uids().real,
-                'pgrp': stat['pgrp'],
-                'session': stat['session'],
-            }
-            try:
-                info['user'] = proc.username()
-            except Exception:  # pylint: disable=broad-except
-                info['user'] = str(info['uid'])
-            try:
-                info['exe'] = proc.exe() or None
-            except Exception:  # pylint: disable=broad-except
-                info['exe'] = None
-            # The controlling terminal tells an interactive shell.
-            info['tty'] = stat['tty_nr'] or None
-            # A newcomer is adopted by what it shares with a target (``_release.newcomers``).
-            info['session'] = stat['session']
-            info['pgrp'] = stat['pgrp']
+        facts, stat, dummy = read_process(pid, read_timeout=read_timeout)
+        info = dict((key, facts[key]) for key in PARENT_FACTS)
+        # The controlling terminal tells an interactive shell.
+        info['tty'] = stat['tty_nr'] or None
         info['children'] = [child for child in child_pids(pid)
                             if process_status(child) not in ('zombie', 'gone')]
     except Exception:  # pylint: disable=broad-except
         return None
-    info['title'] = None
-    info['systemd_unit'] = None
-    info['container'] = None
-    info['unreadable'] = None
-    try:
-        info['title'] = read_title(pid, read_timeout)
-    except Exception:  # pylint: disable=broad-except
-        info['title'] = info['name']
-    if info['title'] is None:
-        info['unreadable'] = stuck_reason(pid, read_timeout)
     info['title'] = info['title'] or info['name']
-    try:
-        info.update(read_cgroup(pid))
-    except Exception:  # pylint: disable=broad-except
-        pass
     return info
 
 
@@ -128,14 +98,20 @@ class ProcProber:
     ``proc_root`` and ``dev_dir`` serve ``device_holders`` (default: this
     file's ``PROC_ROOT`` and ``DEV_DIR``, read when the prober is made, so
     that tests can point them at stand-in device nodes); everything else
-    reads the live ``/proc``.
+    reads the live ``/proc``. ``builder`` is the
+    ``_discover.record.HolderBuilder`` of the discovery the release started
+    from (``Snapshot.builder``), which builds a newcomer's record; without
+    one, a builder with no protection options, these folders and this
+    ``read_timeout``.
     """
 
-    def __init__(self, proc_root=None, dev_dir=None, read_timeout=DEFAULT_READ_TIMEOUT):
+    def __init__(self, proc_root=None, dev_dir=None, read_timeout=DEFAULT_READ_TIMEOUT, builder=None):
         self.proc_root = PROC_ROOT if proc_root is None else proc_root
         self.dev_dir = DEV_DIR if dev_dir is None else dev_dir
         self.read_timeout = read_timeout
-        self.shares_namespace = None
+        if builder is None:
+            builder = HolderBuilder(proc_root=self.proc_root, dev_dir=self.dev_dir, read_timeout=read_timeout)
+        self.builder = builder
 
     def device_holders(self):
         """``{pid: {"minors": set, "uvm": bool}}`` of every process with a GPU node open.
@@ -165,23 +141,6 @@ class ProcProber:
         status = identity_status(ref)
         return 'unknown' if status == DENIED else status
 
-    def visible(self, pid):
-        """Whether a PID that NVML lists is a GPU holder here (``_discover.visibility``: a device node, or the host's namespace)."""
-        if self.shares_namespace is None:
-            self.shares_namespace = in_initial_pid_namespace()
-        if self.shares_namespace:
-            return True
-        prefix = self.dev_dir.rstrip('/') + '/nvidia'
-        try:
-            paths = fd_device_paths(pid, prefix, self.proc_root)
-        except OSError:
-            return False
-        if not paths:
-            # Mapped only: its maps are read within the deadline; unread, it is not taken for a holder here.
-            mapped = read_maps([pid], prefix, self.read_timeout, self.proc_root)[0]
-            paths = mapped.get(pid) or set()
-        return holds_device_node(paths, self.dev_dir)
-
     def wchan(self, pid):
         try:
             return read_wchan(pid)
@@ -210,9 +169,7 @@ class ProcProber:
 
     def in_host_namespace(self):
         """Whether NVML's PIDs are this process's (``_discover.visibility``)."""
-        if self.shares_namespace is None:
-            self.shares_namespace = in_initial_pid_namespace()
-        return self.shares_namespace
+        return self.builder.in_host_namespace()
 
     def descendants(self, pid):
         """``ProcessRef`` of every live descendant of ``pid``."""
@@ -249,8 +206,21 @@ class ProcProber:
         """PIDs of the ancestors of ``pid``, nearest first (``_host.proctree.ancestors``)."""
         return ancestors(pid)
 
+    def newcomer(self, pid, gpus, nvml_entries=None, own_pids=()):
+        """The holder record of a process that newly holds ``gpus``, with ``adopted``, or None when gone.
+
+        ``_discover.record.HolderBuilder.newcomer``: ``nvml_entries`` is what
+        NVML lists it with there (None when NVML is not read), ``own_pids``
+        this module and its ancestors.
+        """
+        return self.builder.newcomer(pid, gpus, nvml_entries, own_pids)
+
     def describe(self, pid):
-        """A minimal holder-like record for a process found during the run, or None."""
+        """A process record for a descendant of a target or a keeper found during the run, or None.
+
+        ``describe_process`` with what the loop adds: ``state``, ``sigterm_ignored``, and holder keys
+        the keeper rounds fill in (``gpus``, ``kind``).
+        """
         info = describe_process(pid, self.read_timeout)
         if info is None:
             return None

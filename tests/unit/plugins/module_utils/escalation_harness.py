@@ -162,6 +162,19 @@ class World:
             return None
         return dict(proc['record'], ppid=proc['ppid'], create_time=proc['create_time'], state=proc['state'])
 
+    def newcomer(self, pid, gpus, nvml_entries=None, own_pids=()):
+        """The simulated process's record as a newcomer's: on ``gpus``, a compute process (the world's processes
+        all hold nvidia-uvm), ``visible`` as ``self.visible(pid)`` says when a test sets it and NVML listed it."""
+        record = self.describe(pid)
+        if record is None:
+            return None
+        record.update(gpus=list(gpus), kind='compute', adopted=True, gpu_memory_mib={}, memory_mib=0,
+                      is_self=pid in own_pids)
+        visible = getattr(self, 'visible', None)
+        if nvml_entries is not None and visible is not None:
+            record['visible'] = visible(pid)
+        return record
+
     # the /proc scan used without NVML
     def device_holders(self):
         self.scans += 1

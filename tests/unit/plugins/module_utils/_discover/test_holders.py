@@ -17,6 +17,7 @@ import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import protection as _protection
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import record as _record
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host.nvml import NvmlView
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'proc')
@@ -74,7 +75,7 @@ def test_protection(pid, executable, kernel_thread, is_self, protect, unprotect,
     (set(), 0, False, True, 'client'),
 ])
 def test_classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available, kind):
-    assert _holders.classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available) == kind
+    assert _record.classify_kind(nvml_types, memory_mib, holds_uvm, nvml_available) == kind
 
 
 # --- discovery with real child processes ------------------------------------------
@@ -318,7 +319,7 @@ def captured_proc(tmp_path, parent_comm):
 @pytest.mark.parametrize('parent_comm, orphaned', [('systemd', True), ('bash', False)])
 def test_build_holder_from_a_captured_sample(tmp_path, parent_comm, orphaned):
     proc_root = captured_proc(tmp_path, parent_comm)
-    record = _holders.build_holder(
+    record = _record.build_holder(
         16175, {'/dev/nvidia0', '/dev/nvidiactl'}, {0: {'memory_mib': 0, 'types': {'compute'}}}, {0: 0},
         {0: {'uuid': 'GPU-0'}}, ancestors=set(), protect=(), unprotect=(), proc_root=proc_root, dev_dir='/dev')
     assert record['name'] == 'VLLM::Engine) x'
@@ -332,8 +333,8 @@ def test_build_holder_from_a_captured_sample(tmp_path, parent_comm, orphaned):
 
 def test_build_holder_protects_by_comm_when_exe_is_unreadable(tmp_path):
     proc_root = captured_proc(tmp_path, 'bash')
-    record = _holders.build_holder(16175, {'/dev/nvidia0'}, {}, {0: 0}, {}, set(), ('VLLM::Engine) x',), (),
-                                   proc_root=proc_root)
+    record = _record.build_holder(16175, {'/dev/nvidia0'}, {}, {0: 0}, {}, set(), ('VLLM::Engine) x',), (),
+                                  proc_root=proc_root)
     assert record['protected_reason'] == ('user protected executable VLLM::Engine) x '
                                           '(from comm VLLM::Engine) x; the executable cannot be read)')
 

@@ -21,6 +21,7 @@ import pytest
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
 from ansible_collections.gpuops.reclaim.plugins.module_utils._release import identity as _identity
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import keepers as _keepers
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import record as _record
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host.nvml import NvmlView
 
@@ -170,7 +171,7 @@ def test_a_process_whose_main_thread_exited_is_alive_and_holds_its_nodes(tmp_pat
         holders, dummy, dummy2 = _procfs.scan_device_holders(dev_dir=str(tmp_path))
         assert holders[proc.pid] == {node}
         assert _procfs.fd_device_paths(proc.pid, str(tmp_path) + '/nvidia') == {node}
-        ref = _identity.ProcessRef(proc.pid, _holders._create_time(proc.pid, stat_now, '/proc'))
+        ref = _identity.ProcessRef(proc.pid, _record._create_time(proc.pid, stat_now, '/proc'))
         assert _identity.identity_status(ref) == 'sleeping'
         assert _identity.process_status(proc.pid) == 'sleeping'
         snapshot = _holders.discover(_view({0: {proc.pid: {'memory_mib': 500, 'types': {'compute'}}}}),

@@ -17,6 +17,7 @@ import pytest
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
 from ansible_collections.gpuops.reclaim.plugins.module_utils._proof import verdict as _proof
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import visibility as _visibility
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.record import HolderBuilder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import (
     SKIPPED,
     build_scope,
@@ -116,13 +117,19 @@ def test_in_the_host_namespace_a_listed_pid_whose_process_holds_no_node_is_not_t
 
 def test_the_prober_applies_the_same_rule_to_newcomers(fake_dev, spawn_holder, unrelated):
     worker = spawn_holder([os.path.join(fake_dev, 'nvidia0')])
-    prober = ProcProber(dev_dir=fake_dev)
-    prober.shares_namespace = False
-    assert prober.visible(worker.pid) is True
-    assert prober.visible(unrelated.pid) is False
-    assert prober.visible(4194303) is False
-    prober.shares_namespace = True
-    assert prober.visible(unrelated.pid) is True
+    listed = {0: {'memory_mib': 30720, 'types': {'compute'}}}
+
+    def visible(pid, shares_namespace):
+        prober = ProcProber(dev_dir=fake_dev, builder=HolderBuilder(dev_dir=fake_dev, shares_namespace=shares_namespace))
+        record = prober.newcomer(pid, [0], listed)
+        return None if record is None else record['visible']
+    assert visible(worker.pid, False) is True
+    assert visible(unrelated.pid, False) is False
+    assert visible(4194303, False) is None  # no such process: nothing to describe
+    assert visible(unrelated.pid, True) is True
+    # Found in /proc, without NVML: visible, as discovery's holders are.
+    assert ProcProber(dev_dir=fake_dev, builder=HolderBuilder(dev_dir=fake_dev, shares_namespace=False)).newcomer(
+        worker.pid, [0])['visible'] is True
 
 
 # --- a module in a container without the host's PID namespace -------------------------

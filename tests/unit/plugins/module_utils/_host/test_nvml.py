@@ -157,8 +157,11 @@ def test_poll_is_one_read_per_gpu_and_list(fake_nvml_factory):
         assert session.indices == list(range(8))
         fake.calls[:] = []
         result = session.poll([3, 5])
-        assert result == {3: {'memory_used_mib': 1000, 'pids': {11, 12}},
-                          5: {'memory_used_mib': 1000, 'pids': {13}}}
+        assert result == {3: {'memory_used_mib': 1000, 'pids': {11, 12},
+                              'processes': {11: {'memory_mib': 1000, 'types': {'compute'}},
+                                            12: {'memory_mib': 0, 'types': {'compute'}}}},
+                          5: {'memory_used_mib': 1000, 'pids': {13},
+                              'processes': {13: {'memory_mib': 5, 'types': {'mps'}}}}}
         assert sorted(fake.calls) == sorted(
             ['nvmlDeviceGetMemoryInfo_v2', 'nvmlDeviceGetComputeRunningProcesses',
              'nvmlDeviceGetGraphicsRunningProcesses', 'nvmlDeviceGetMPSComputeRunningProcesses'] * 2)
@@ -167,7 +170,7 @@ def test_poll_is_one_read_per_gpu_and_list(fake_nvml_factory):
             session.poll([9])
         fake.gpus[3]['used_mib'] = 0
         fake.processes.clear()
-        assert session.poll([3]) == {3: {'memory_used_mib': 0, 'pids': set()}}
+        assert session.poll([3]) == {3: {'memory_used_mib': 0, 'pids': set(), 'processes': {}}}
     finally:
         session.close()
     assert fake.shut_down

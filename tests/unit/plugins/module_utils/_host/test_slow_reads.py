@@ -19,6 +19,7 @@ import time
 import pytest
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import holders as _holders
+from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.record import HolderBuilder
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host import slow_reads as _procread
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host.nvml import NvmlView
 
@@ -207,6 +208,33 @@ def test_discovery_keeps_an_nvml_holder_whose_maps_block_and_says_so(tmp_path, m
     assert holder['unreadable'].startswith('unreadable: possibly stuck in the kernel')
     assert ('the memory maps of pid 16175 were not read within 0.4 s (possibly stuck in the kernel); '
             'only NVML tells which GPUs they hold') in snapshot.warnings
+
+
+NEWCOMER_GPU = {'index': 0, 'uuid': 'GPU-0', 'name': 'NVIDIA H200', 'minor': 0, 'holder_pids': []}
+
+
+@pytest.mark.parametrize('blocks', ['maps', 'cmdline'])
+def test_a_newcomer_whose_reads_block_is_described_within_one_deadline(tmp_path, blocked_fifo, blocks):
+    """A newcomer NVML lists with no device node open: its maps are read as discovery reads them, and
+    whatever blocks (its maps, or its cmdline after them) costs one deadline and is said in ``unreadable``."""
+    if blocks == 'maps':
+        proc = blocked_maps(tmp_path, blocked_fifo)
+    else:
+        proc = tmp_path / 'proc'
+        shutil.copytree(os.path.join(FIXTURES, 'sigterm_ignored'), str(proc / '16175'))
+        blocked = blocked_fifo()
+        os.rename(blocked, str(proc / '16175' / 'cmdline'))
+        os.symlink(str(proc / '16175' / 'cmdline'), blocked)
+        (proc / 'stat').write_text('btime 1700000000\n')
+    (proc / '16175' / 'fd').mkdir()
+    builder = HolderBuilder([NEWCOMER_GPU], proc_root=str(proc), dev_dir='/dev', read_timeout=0.4,
+                            shares_namespace=True)
+    started = time.monotonic()
+    record = builder.newcomer(16175, [0], {0: {'memory_mib': 40960, 'types': {'compute'}}})
+    assert time.monotonic() - started < 1.0
+    assert record['pid'] == 16175 and record['gpus'] == [0] and record['kind'] == 'compute'
+    assert record['title'] == '' and record['unreadable'].startswith('unreadable: possibly stuck in the kernel')
+    assert record['adopted'] is True and record['visible'] is True
 
 
 def test_under_a_pids_limit_nothing_is_read_unbounded_and_holders_stay_visible(

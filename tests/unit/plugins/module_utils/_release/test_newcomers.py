@@ -383,7 +383,8 @@ def test_real_fork_then_exit_child_is_adopted_through_nvml(fork_then_exit, fake_
     fake.gpus[0] = ClaimedGpu(fake.gpus[0], claims)
     session = _nvml.NvmlSession(timeout=5, nvml_module=fake)
     try:
-        assert session.poll([0])[0] == {'memory_used_mib': 20480, 'pids': set([parent.pid])}
+        assert session.poll([0])[0] == {'memory_used_mib': 20480, 'pids': set([parent.pid]),
+                                        'processes': {parent.pid: {'memory_mib': 20480, 'types': {'compute'}}}}
         result, lines, seconds = fork_run([real_holder(parent.pid)], nvml=session)
     finally:
         session.close()
