@@ -284,6 +284,11 @@ class Plan:
         return [record['pid'] for record in self.targets]
 
     @property
+    def planned_pids(self):
+        """The PIDs the release plans to signal: its targets, and the keepers held back for a later round."""
+        return sorted(set(self.target_pids) | set(record['pid'] for record in self.deferred))
+
+    @property
     def changes(self):
         """Whether running the plan would send a signal."""
         return bool(self.targets or self.supervisors)

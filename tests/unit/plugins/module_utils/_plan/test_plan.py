@@ -241,6 +241,8 @@ def test_plan_defers_weaker_keepers_and_judges_a_client_keeper_as_a_holder():
     plan = _plan.plan_release(holders, _plan.build_scope([0], kinds=['compute', 'client']))
     assert plan.target_pids == [50, 70]
     assert [r['pid'] for r in plan.deferred] == [52]
+    # What the release plans to signal, now or in a later round (nvidia_holders' in_scope).
+    assert plan.planned_pids == [50, 52, 70]
     # Without kinds client, an NVML client is named as a possible keeper, never signalled.
     plan = _plan.plan_release(holders, _plan.build_scope([0]))
     assert plan.target_pids == [50, 70] and plan.deferred == []
