@@ -42,6 +42,7 @@ extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.nvml
   - gpuops.reclaim.protection
+  - gpuops.reclaim.scope
 attributes:
   check_mode:
     support: full
@@ -59,39 +60,6 @@ attributes:
     details:
       - Once the holders are gone there is nothing to signal, and C(changed) is V(false).
 options:
-  users:
-    description:
-      - Release only holders run by these users (names or numeric UIDs). Empty means any user.
-    type: list
-    elements: str
-    default: []
-  match:
-    description:
-      - Release only holders whose title (the command line as set by setproctitle), command name or executable path
-        matches this Python regular expression (searched, not anchored), for example V(^VLLM::).
-    type: str
-  systemd_units:
-    description:
-      - Release only holders that run in one of these systemd units (services or scopes). Shell-style globs such as
-        V(vllm-*.service) are allowed.
-    type: list
-    elements: str
-    default: []
-  containers:
-    description:
-      - Release only holders in one of these containers, each a runtime name (V(docker), V(podman), ...), a prefix
-        of a container id or of a pod UID, or V(kubepods) for every pod.
-    type: list
-    elements: str
-    default: []
-  kinds:
-    description:
-      - Which kinds of holder to release. V(compute) holders hold a GPU context or memory; V(client) holders only
-        hold a device node, as monitors and exporters do.
-    type: list
-    elements: str
-    choices: [compute, client]
-    default: [compute]
   on_shared_holder:
     description:
       - What to do when a holder to release also holds GPUs outside O(gpus). V(release) releases it (it is
@@ -638,17 +606,12 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harne
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host.lock import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.gpuops.reclaim.plugins.module_utils._base.checks import DEFAULT_POLL_INTERVAL, seconds_spec
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import DEFAULT_GRACE_SECONDS, DEFAULT_KILL_SECONDS
-from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import KINDS, ON_SHARED_HOLDER
+from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import ON_SHARED_HOLDER
 from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.reclaim import reclaim
 
 
 def main():
     options = dict(
-        users=dict(type='list', elements='str', default=[]),
-        match=dict(type='str'),
-        systemd_units=dict(type='list', elements='str', default=[]),
-        containers=dict(type='list', elements='str', default=[]),
-        kinds=dict(type='list', elements='str', choices=list(KINDS), default=['compute']),
         on_shared_holder=dict(type='str', choices=list(ON_SHARED_HOLDER), default='release'),
         grace_seconds=seconds_spec(DEFAULT_GRACE_SECONDS),
         kill_seconds=seconds_spec(DEFAULT_KILL_SECONDS),
@@ -665,7 +628,7 @@ def main():
         require_root=dict(type='bool', default=False),
         lock_timeout=seconds_spec(DEFAULT_LOCK_TIMEOUT),
     )
-    module = AnsibleModule(argument_spec=argument_spec(options, protection=True), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(options, protection=True, scope=True), supports_check_mode=True)
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1], uid=os.geteuid())

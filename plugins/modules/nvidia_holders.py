@@ -22,6 +22,9 @@ description:
   - For each holder it reports the GPUs and memory it holds, its kind (V(compute) or V(client)), its
     systemd unit and container, whether it ignores SIGTERM, whether it is orphaned, and whether it is
     protected.
+  - For each holder it also says whether it is within the scope that O(users), O(match), O(systemd_units),
+    O(containers) and O(kinds) describe (RV(holders[].in_scope)), decided by the same plan as
+    M(gpuops.reclaim.gpu_reclaim)'s, so that a playbook learns what a release with those options would signal.
   - This module only reads. It never signals a process and never changes anything.
   - When NVML cannot be used it returns the C(/proc) view and says in its warnings what it could not see,
     unless O(require_nvml=true).
@@ -33,6 +36,7 @@ author:
 extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.protection
+  - gpuops.reclaim.scope
   - gpuops.reclaim.nvml
   - gpuops.reclaim.attributes
   - gpuops.reclaim.attributes.read_only
@@ -66,9 +70,15 @@ EXAMPLES = r'''
       - site-gpu-monitor
   register: __nvidia_holders
 
-- name: List the compute holders that a release would signal
+- name: List the holders that a release with the default scope would signal
   ansible.builtin.debug:
-    msg: "{{ __nvidia_holders.holders | selectattr('kind', 'equalto', 'compute') | rejectattr('protected') | map(attribute='pid') | list }}"
+    msg: "{{ __nvidia_holders.holders | selectattr('in_scope') | map(attribute='pid') | list }}"
+
+- name: Mark the GPU clients in vLLM's units as within the scope (holders[].in_scope)
+  gpuops.reclaim.nvidia_holders:
+    kinds: [client]
+    systemd_units: [vllm-*.service]
+  register: __nvidia_holders
 
 - name: Fail when NVML cannot be used, with a short deadline
   gpuops.reclaim.nvidia_holders:
@@ -280,6 +290,13 @@ holders:
       type: str
       sample: "named like the protected nvidia-persistenced, but /tmp/nvidia-persistenced is owned by uid 1001,
         not by root: not protected"
+    in_scope:
+      description: Whether M(gpuops.reclaim.gpu_reclaim), given the same O(gpus), protection and scope options
+        (O(users), O(match), O(systemd_units), O(containers), O(kinds)), would plan to signal the process. V(false)
+        for a protected holder, one of a kind not in O(kinds), one a filter leaves out, one this user may not
+        signal, one that has exited, and one in a Kubernetes pod.
+      type: bool
+      sample: true
     is_self:
       description: Whether the process is an ancestor of this module (the module's own process is never listed).
       type: bool
@@ -363,6 +380,7 @@ holders:
       protected: false
       protected_reason: null
       suspicious: null
+      in_scope: true
       is_self: false
       sigterm_ignored: false
       orphaned: true
@@ -377,7 +395,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._flows.module_harne
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(protection=True), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(protection=True, scope=True), supports_check_mode=True)
     missing = missing_library(module.params['require_nvml'])
     if missing:
         module.fail_json(msg=missing_required_lib(missing[0]), exception=missing[1])

@@ -101,16 +101,14 @@ def restore_errors(persistence, clients):
 def reset_stage(host, max_used_mib, release_gpus, first_gpus, results):
     """Everything the reset stage branches on or reports, from what its tasks registered.
 
-    ``results`` holds ``before_reset`` (nvidia_holders), ``clients_in_scope`` (the release's own scope
-    decision, planned in check mode, for the unprotected clients), ``reset_failure`` (the failed task's
-    result, when the reset failed), ``restore_persistence`` and ``restore_clients``. A blocker is stopped
-    through its unit when it is protected or within the release's scope; an unprotected client outside it,
-    or a blocker outside any unit, refuses the reset.
+    ``results`` holds ``before_reset`` (nvidia_holders with the release's scope options and kinds
+    ``[client]``: each holder's ``in_scope`` is the release's own plan for it), ``reset_failure`` (the failed
+    task's result, when the reset failed), ``restore_persistence`` and ``restore_clients``. A blocker is
+    stopped through its unit when it is protected or within the release's scope; an unprotected client
+    outside it, or a blocker outside any unit, refuses the reset.
     """
     plan = reset_plan(results.get('before_reset') or {}, max_used_mib)
-    in_scope = [holder.get('pid') for holder in (results.get('clients_in_scope') or {}).get('released') or []]
-    out_of_scope = [holder for holder in plan['blockers'] if not holder.get('protected')
-                    and holder.get('pid') not in in_scope]
+    out_of_scope = [holder for holder in plan['blockers'] if not holder.get('protected') and not holder.get('in_scope')]
     blockers = [holder for holder in plan['blockers'] if holder not in out_of_scope]
     units = []
     for holder in blockers:
@@ -139,8 +137,6 @@ def reset_stage(host, max_used_mib, release_gpus, first_gpus, results):
         'run': bool(plan['indices']),
         'blockers': blockers,
         'out_of_scope': out_of_scope,
-        # The release's scope decides for the unprotected clients: asked only when there are some.
-        'ask_scope': bool(plan['indices']) and any(not holder.get('protected') for holder in plan['blockers']),
         'units': units,
         'persistent': [gpu['index'] for gpu in plan['stuck'] if gpu.get('persistence_mode')],
         'refused': bool(why_not),

@@ -26,8 +26,7 @@ from ansible_collections.gpuops.reclaim.plugins.plugin_utils._waits import wait_
 
 # The role's results, each as its task registered it; preflight empties them all.
 RESULTS = ('first_look', 'keep_found', 'units_found', 'units_stopped', 'containers_state', 'containers_stopped',
-           'release', 'proof', 'before_reset', 'clients_in_scope', 'reset_failure', 'restore_persistence',
-           'restore_clients')
+           'release', 'proof', 'before_reset', 'reset_failure', 'restore_persistence', 'restore_clients')
 
 
 # The plan of a run whose preflight did not run.

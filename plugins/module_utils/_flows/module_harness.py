@@ -27,11 +27,12 @@ from .._discover import visibility as _visibility
 from .._discover.holders import discover, host_gpus
 from .._discover.record import HAS_PSUTIL, PSUTIL_IMP_ERR
 from .._host.proctree import ancestors as live_ancestors
-from .._base.checks import check_lists, check_timeout, convert_seconds
+from .._base.checks import EscalationError, check_lists, check_timeout, convert_seconds
 from .._host.commands import RUNTIME_CLIS, command_runner
 from .._host.nvml import HAS_PYNVML, NVML_ARGUMENT_SPEC, PYNVML_IMP_ERR, read_inventory
 from .._discover.protection import PROTECTION_ARGUMENT_SPEC, ProtectionError, check_protection_options
 from .._discover.selectors import GPU_SELECTION_ARGUMENT_SPEC, SelectorError, resolve_gpus
+from .._plan.plan import SCOPE_ARGUMENT_SPEC, build_scope
 from .._sources.systemd_unit import system_service
 
 NVML_REQUIRED = 'NVML cannot be used and require_nvml is true: %s'
@@ -54,15 +55,18 @@ class Failure(Exception):
 Look = namedtuple('Look', ['view', 'indices', 'snapshot'])
 
 
-def argument_spec(options=None, gpus=True, protection=False):
-    """A module's own ``options`` and the shared ones: ``gpus``, the NVML options and, with ``protection``, those
-    of ``_discover.protection`` (documented by the doc fragments ``gpu_selection``, ``nvml`` and ``protection``)."""
+def argument_spec(options=None, gpus=True, protection=False, scope=False):
+    """A module's own ``options`` and the shared ones: ``gpus``, the NVML options, with ``protection`` those of
+    ``_discover.protection`` and with ``scope`` those of ``_plan.plan`` (documented by the doc fragments
+    ``gpu_selection``, ``nvml``, ``protection`` and ``scope``)."""
     spec = dict(options or {})
     if gpus:
         spec.update(GPU_SELECTION_ARGUMENT_SPEC)
     spec.update(NVML_ARGUMENT_SPEC)
     if protection:
         spec.update(PROTECTION_ARGUMENT_SPEC)
+    if scope:
+        spec.update(SCOPE_ARGUMENT_SPEC)
     return spec
 
 
@@ -99,6 +103,16 @@ def check_options(params, seconds=('nvml_timeout',)):
                                      params.get('unprotect_all_confirmed'))
         except ProtectionError as exc:
             raise Failure(str(exc))
+
+
+def scope_of(params, indices=(), **extra):
+    """The release's ``Scope`` of the GPU ``indices`` from the scope options of ``params`` (``_plan.plan.build_scope``,
+    which checks them, with ``extra``); raise ``Failure`` naming a bad option and its value."""
+    try:
+        return build_scope(indices, users=params['users'], match=params['match'], systemd_units=params['systemd_units'],
+                           containers=params['containers'], kinds=params['kinds'], **extra)
+    except EscalationError as exc:
+        raise Failure(str(exc))
 
 
 def open_view(host, params, without_nvml, session=None, required=NVML_REQUIRED, **fields):

@@ -34,6 +34,7 @@ from .module_harness import (
     find_holders,
     open_view,
     read_cgroup_text,
+    scope_of,
     select_gpus,
 )
 from .._host.commands import RUNTIME_CLIS, command_runner, systemctl_list_unit_files, systemctl_list_units
@@ -43,7 +44,7 @@ from .._host.lock import DEFAULT_LOCK_TIMEOUT, LockError, host_lock
 from .._base.checks import EscalationError, SettleError, check_poll_interval, check_seconds, check_settle_seconds
 from .._plan.ladder import longest_wait, parse_ladder
 from .._host.nvml import NvmlSession
-from .._plan.plan import SharedHolderError, baseline_memory, build_scope, container_matches, plan_release
+from .._plan.plan import SharedHolderError, baseline_memory, container_matches, plan_release
 from .._proof.verdict import DEFAULT_MAX_USED_MIB, ProofError, check_left_alone, check_limits, evaluate, verdict_message
 from .._release.prober import ProcProber, parent_processes
 from .._host.proctree import self_and_ancestors
@@ -100,9 +101,7 @@ def check_input(params):
     try:
         ladder = parse_ladder(params['ladder'], params['grace_seconds'], params['kill_seconds'])
         poll_interval = check_poll_interval(params['poll_interval'])
-        build_scope([], users=params['users'], match=params['match'], systemd_units=params['systemd_units'],
-                    containers=params['containers'], kinds=params['kinds'],
-                    on_shared_holder=params['on_shared_holder'])
+        scope_of(params, on_shared_holder=params['on_shared_holder'])
         check_limits(params['max_used_mib'], poll_interval=poll_interval)
         if params.get('lock_timeout') is not None:
             check_seconds('lock_timeout', params['lock_timeout'])
@@ -198,11 +197,8 @@ def _release(host, params, diff, started, ladder, poll_interval, controller, ses
     free_at_start = bool(before and before['free'] and view.available)
     # GPUs already free: nothing to plan, so nothing is signalled or stopped, allowed holders included.
     holders = [] if free_at_start else snapshot.holders
-    scope = build_scope(indices, users=params['users'], match=params['match'],
-                        systemd_units=params['systemd_units'], containers=params['containers'],
-                        kinds=params['kinds'], on_shared_holder=params['on_shared_holder'],
-                        euid=os.geteuid(), own_pids=own, release_pods=params['release_pods'],
-                        pod_reason=pod_reason)
+    scope = scope_of(params, indices, on_shared_holder=params['on_shared_holder'], euid=os.geteuid(), own_pids=own,
+                     release_pods=params['release_pods'], pod_reason=pod_reason)
 
     # Discovery's own judgement and record builder, for the parents and every process the release meets.
     protected = snapshot.builder.protection

@@ -43,6 +43,16 @@ from .._discover.visibility import NOT_VISIBLE
 KINDS = ('compute', 'client')
 ON_SHARED_HOLDER = ('release', 'fail')
 
+# The options that say which holders a release may touch, in every module that has them (documented by the
+# doc fragment gpuops.reclaim.scope); build_scope checks them.
+SCOPE_ARGUMENT_SPEC = dict(
+    users=dict(type='list', elements='str', default=[]),
+    match=dict(type='str'),
+    systemd_units=dict(type='list', elements='str', default=[]),
+    containers=dict(type='list', elements='str', default=[]),
+    kinds=dict(type='list', elements='str', choices=list(KINDS), default=['compute']),
+)
+
 TARGET = 'target'
 PROTECTED = 'protected'
 SKIPPED = 'skipped'
@@ -272,6 +282,11 @@ class Plan:
     @property
     def target_pids(self):
         return [record['pid'] for record in self.targets]
+
+    @property
+    def planned_pids(self):
+        """The PIDs the release plans to signal: its targets, and the keepers held back for a later round."""
+        return sorted(set(self.target_pids) | set(record['pid'] for record in self.deferred))
 
     @property
     def changes(self):

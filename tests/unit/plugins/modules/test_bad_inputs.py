@@ -42,6 +42,12 @@ PROTECTION = [
     ('protect_units', ['vllm-[.service']), ('unprotect', ['']), ('unprotect', ['*']), ('unprotect', ['*.service']),
     ('unprotect', ['[']),
 ]
+# Bad values of the scope options (gpu_reclaim's, which nvidia_holders judges each holder by).
+SCOPE = [
+    ('match', '(', 'match'), ('match', '[unclosed', 'match'), ('kinds', [], 'kinds'), ('kinds', ['worker'], 'kinds'),
+    ('users', [''], 'users[0]'), ('users', ['  '], 'users[0]'), ('systemd_units', [''], 'systemd_units[0]'),
+    ('systemd_units', ['vllm-[.service'], 'systemd_units[0]'), ('containers', [''], 'containers[0]'),
+]
 SECONDS = ['-1', -0.5, True, False, 'later', 'nan', 'inf', 1e9]
 
 CASES = []
@@ -54,6 +60,8 @@ for module in ('gpu_reclaim', 'gpu_assert_free', 'nvidia_holders'):
 for module in ('gpu_reclaim', 'nvidia_holders'):
     CASES += [(module, {option: value}, option) for option, value in PROTECTION]
     CASES += [(module, {'protect': ['Xorg'], 'unprotect': ['Xorg']}, 'protect[0] and unprotect[0]')]
+for module in ('gpu_reclaim', 'nvidia_holders'):
+    CASES += [(module, {option: value}, message) for option, value, message in SCOPE]
 for option in ('grace_seconds', 'kill_seconds', 'poll_interval', 'lock_timeout'):
     CASES += [('gpu_reclaim', {option: value}, option) for value in SECONDS]
 for option in ('timeout_seconds', 'poll_interval', 'settle_seconds'):
@@ -73,15 +81,6 @@ CASES += [
     ('gpu_reclaim', {'ladder': [{'wait': 3}]}, 'ladder[0]'),
     ('gpu_reclaim', {'ladder': ['SIGTERM']}, "option 'ladder'"),
     ('gpu_reclaim', {'ladder': [{'signal': 'SIGKILL'}, {'signal': 'SIGKILL'}]}, 'ladder[1]'),
-    ('gpu_reclaim', {'match': '('}, 'match'),
-    ('gpu_reclaim', {'match': '[unclosed'}, 'match'),
-    ('gpu_reclaim', {'kinds': []}, 'kinds'),
-    ('gpu_reclaim', {'kinds': ['worker']}, 'kinds'),
-    ('gpu_reclaim', {'users': ['']}, 'users[0]'),
-    ('gpu_reclaim', {'users': ['  ']}, 'users[0]'),
-    ('gpu_reclaim', {'systemd_units': ['']}, 'systemd_units[0]'),
-    ('gpu_reclaim', {'systemd_units': ['vllm-[.service']}, 'systemd_units[0]'),
-    ('gpu_reclaim', {'containers': ['']}, 'containers[0]'),
     ('gpu_reclaim', {'on_shared_holder': 'maybe'}, 'on_shared_holder'),
     ('gpu_reclaim', {'max_used_mib': 64}, 'max_used_mib'),
     ('gpu_reclaim', {'only_if_busy': True, 'max_used_mib': -5}, 'max_used_mib'),

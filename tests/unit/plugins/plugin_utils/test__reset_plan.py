@@ -20,9 +20,9 @@ def gpu(index, used, **more):
     return record
 
 
-def holder(pid, gpus, kind='compute', protected=False, is_self=False, unit=None):
+def holder(pid, gpus, kind='compute', protected=False, is_self=False, unit=None, in_scope=False):
     return {'pid': pid, 'gpus': gpus, 'kind': kind, 'protected': protected, 'is_self': is_self,
-            'systemd_unit': unit, 'title': 'proc-%d' % pid}
+            'systemd_unit': unit, 'title': 'proc-%d' % pid, 'in_scope': in_scope}
 
 
 def test_memory_with_no_compute_holder_left_is_stuck():
@@ -72,10 +72,9 @@ def test_the_reset_stage_looks_when_a_gpu_stayed_over_the_limit():
 
 def test_blockers_within_scope_are_stopped_through_their_units():
     results = {'before_reset': before(holder(5, [0], 'client', protected=True, unit='dcgm.service'),
-                                      holder(6, [0], 'client', unit='exporter.service')),
-               'clients_in_scope': {'released': [{'pid': 6}]}}
+                                      holder(6, [0], 'client', unit='exporter.service', in_scope=True))}
     stage = reset_stage('h', 64, None, [], results)
-    assert stage['run'] and stage['ask_scope'] and not stage['refused']
+    assert stage['run'] and not stage['refused'] and stage['out_of_scope'] == []
     assert stage['units'] == ['dcgm.service', 'exporter.service'] and stage['persistent'] == [0]
     assert stage['reset_gpus'] == [] and not stage['failed']
 
@@ -93,6 +92,20 @@ def test_blockers_within_scope_are_stopped_through_their_units():
 def test_a_reset_that_cannot_be_done_safely_is_refused(results, refusal):
     stage = reset_stage('h', 64, None, [], results)
     assert stage['refused'] and stage['refusal'] == refusal
+
+
+def test_only_the_unprotected_clients_out_of_the_scope_refuse_the_reset():
+    # The look's in_scope is the release's own plan: a protected blocker is stopped through its unit whatever it says.
+    inside = holder(6, [0], 'client', unit='exporter.service', in_scope=True)
+    outside = holder(8, [0], 'client', unit='gpu-top.service')
+    protected = holder(5, [0], 'client', protected=True, unit='dcgm.service')
+    stage = reset_stage('h', 64, None, [], {'before_reset': before(protected, inside, outside)})
+    assert stage['out_of_scope'] == [outside] and stage['blockers'] == [protected, inside]
+    assert stage['refused'] and stage['refusal'].startswith('The reset of GPU(s) 0 is blocked by pid 8 (proc-8), GPU client')
+    # A look without in_scope (an older result) keeps every unprotected client out, as nothing said it is in.
+    bare = dict(inside)
+    del bare['in_scope']
+    assert reset_stage('h', 64, None, [], {'before_reset': before(bare)})['out_of_scope'] == [bare]
 
 
 def test_what_went_wrong_is_reported_together():

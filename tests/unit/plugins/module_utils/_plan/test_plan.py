@@ -8,12 +8,15 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import pytest
+import yaml
 
+from ansible_collections.gpuops.reclaim.plugins.doc_fragments.scope import ModuleDocFragment
 from ansible_collections.gpuops.reclaim.plugins.module_utils._discover import keepers as _keepers
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan import plan as _plan
 from ansible_collections.gpuops.reclaim.plugins.module_utils._release import report as _report
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.ladder import EscalationError
 from ansible_collections.gpuops.reclaim.plugins.module_utils._plan.plan import (
+    SCOPE_ARGUMENT_SPEC,
     SharedHolderError,
     build_scope,
     plan_release,
@@ -33,6 +36,16 @@ def test_bad_scope(kwargs, message):
     with pytest.raises(EscalationError) as info:
         build_scope([0], **kwargs)
     assert str(info.value).startswith(message)
+
+
+def test_the_scope_fragment_documents_every_option_of_the_spec():
+    options = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options']
+    assert set(options) == set(SCOPE_ARGUMENT_SPEC)
+    for name, spec in SCOPE_ARGUMENT_SPEC.items():
+        assert options[name]['type'] == spec['type']
+        assert options[name].get('elements') == spec.get('elements')
+        assert options[name].get('default') == spec.get('default')
+        assert options[name].get('choices') == spec.get('choices')
 
 
 def reasons(plan):
@@ -228,6 +241,8 @@ def test_plan_defers_weaker_keepers_and_judges_a_client_keeper_as_a_holder():
     plan = _plan.plan_release(holders, _plan.build_scope([0], kinds=['compute', 'client']))
     assert plan.target_pids == [50, 70]
     assert [r['pid'] for r in plan.deferred] == [52]
+    # What the release plans to signal, now or in a later round (nvidia_holders' in_scope).
+    assert plan.planned_pids == [50, 52, 70]
     # Without kinds client, an NVML client is named as a possible keeper, never signalled.
     plan = _plan.plan_release(holders, _plan.build_scope([0]))
     assert plan.target_pids == [50, 70] and plan.deferred == []
