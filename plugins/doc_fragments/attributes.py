@@ -10,9 +10,11 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # What every module's attributes mean. A module adds its own support and details,
-    # or uses READ_ONLY.
+    # What every module's attributes mean, and who answers for every module. A module adds its own
+    # support and details, or uses READ_ONLY.
     DOCUMENTATION = r'''
+author:
+  - gpuops.reclaim contributors (@gpuops)
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.

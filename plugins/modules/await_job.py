@@ -19,8 +19,6 @@ description:
   - M(ansible.builtin.async_status) alone answers at once, so a job of a second would print a retry line and then
     sleep for the whole C(delay).
   - The gpu_reclaim role awaits its long waits with it (the release, the proof, C(systemctl stop)).
-author:
-  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.attributes
   - gpuops.reclaim.attributes.read_only

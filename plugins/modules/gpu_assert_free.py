@@ -29,8 +29,6 @@ description:
   - With O(settle_seconds), the GPUs must then stay free for that long; see O(settle_seconds).
   - This module only reads. It never signals a process.
   - The full description of every option is in C(docs/modules.md), shipped with the collection.
-author:
-  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.attributes
   - gpuops.reclaim.attributes.read_only

@@ -35,8 +35,6 @@ description:
     and sources, pods, a controller that goes away, the guardian that thaws what was frozen) and the full text of
     every option are in C(docs/modules.md), shipped with the collection.
   - Bad input fails before anything is signalled, naming the option and the value.
-author:
-  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.attributes
   - gpuops.reclaim.gpu_selection

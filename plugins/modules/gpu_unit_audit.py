@@ -21,8 +21,6 @@ description:
     A GPU holder started by the unit but living in another control group is out of reach of any stop.
   - Read-only. Nothing is signalled, stopped or changed.
   - The full description of every option is in C(docs/modules.md), shipped with the collection.
-author:
-  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.nvml
   - gpuops.reclaim.attributes

@@ -22,8 +22,6 @@ description:
     planted at O(path) is replaced, never followed.
   - The directory must exist, as the collector's own does.
   - The gpuops.reclaim.gpu_reclaim role writes its metrics with it (C(gpu_reclaim_metrics_textfile_dir)).
-author:
-  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.attributes
 attributes:

@@ -31,8 +31,6 @@ description:
   - Processes this user may not inspect are skipped and counted in RV(unreadable_processes); run as root
     to see every holder.
   - The full description of every option is in C(docs/modules.md), shipped with the collection.
-author:
-  - gpuops.reclaim contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.reclaim.gpu_selection
   - gpuops.reclaim.protection
