@@ -51,5 +51,7 @@ notes:
     that takes them. Within the scope are the holders of the selected GPUs, of a kind in O(kinds), that pass every
     filter given; never a protected holder, one that has exited, one this user may not signal, or (unless
     M(gpuops.reclaim.gpu_reclaim) is told to release pods) one in a Kubernetes pod. M(gpuops.reclaim.gpu_reclaim)
-    releases exactly those.
+    signals those and, as it goes, their descendants, the parents that would start them again, and the processes
+    that take their place.
+  - A keeper of a context whose creator is gone counts as V(compute) for O(kinds), whatever kind its record shows.
 '''

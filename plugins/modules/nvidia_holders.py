@@ -290,9 +290,10 @@ holders:
         not by root: not protected"
     in_scope:
       description: Whether M(gpuops.reclaim.gpu_reclaim), given the same O(gpus), protection and scope options
-        (O(users), O(match), O(systemd_units), O(containers), O(kinds)), would plan to signal the process. V(false)
-        for a protected holder, one of a kind not in O(kinds), one a filter leaves out, one this user may not
-        signal, one that has exited, and one in a Kubernetes pod.
+        (O(users), O(match), O(systemd_units), O(containers), O(kinds)), would plan to signal the process itself, at
+        once or in a later keeper round. V(false) for a protected holder, one of a kind not in O(kinds) (a keeper
+        counts as V(compute)), one a filter leaves out, one this user may not signal, one that has exited, and one
+        in a Kubernetes pod.
       type: bool
       sample: true
     is_self:

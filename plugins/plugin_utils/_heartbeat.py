@@ -48,7 +48,8 @@ def what_release(args):
         what = 'the release of %s (SIGTERM, %s s grace, then SIGKILL, %s s)' % (
             _gpus(args), _seconds(args.get('grace_seconds'), 10), _seconds(args.get('kill_seconds'), 10))
     if str(args.get('prove')).strip().lower() in ('true', 'yes', 'on', '1'):
-        what += ', then for %s' % what_proof(dict(args, timeout_seconds=args.get('proof_timeout_seconds') or 60))
+        timeout = args.get('proof_timeout_seconds')
+        what += ', then for %s' % what_proof(dict(args, timeout_seconds=60 if timeout is None else timeout))
     return what
 
 

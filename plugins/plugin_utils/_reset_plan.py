@@ -72,8 +72,9 @@ def refusal(plan, out_of_scope, unstoppable):
                 "gpu_reclaim_scope_containers). Stop them by hand, or widen the scope."
                 % (gpus, _pids(out_of_scope), _titles(out_of_scope)))
     if unstoppable:
-        return ('The reset of GPU(s) %s is blocked by pid %s (%s), which run outside any systemd unit. '
-                'Stop them by hand, or reboot.' % (gpus, _pids(unstoppable), _titles(unstoppable)))
+        return ('The reset of GPU(s) %s is blocked by pid %s (%s), which run outside any system service that '
+                'could be stopped and started again. Stop them by hand, or reboot.'
+                % (gpus, _pids(unstoppable), _titles(unstoppable)))
     return ''
 
 
@@ -98,6 +99,18 @@ def restore_errors(persistence, clients):
     return errors
 
 
+def system_service(holder):
+    """The system manager's ``.service`` a holder runs in, which root may stop and start again, or None.
+
+    A unit of a user's manager (``user@UID.service``) is the user's to name: stopping a system unit of that
+    name would stop someone else's service. A scope (a session, a container's) cannot be started again.
+    """
+    unit = holder.get('systemd_unit')
+    if unit and holder.get('unit_manager') == 'system' and unit.endswith('.service'):
+        return unit
+    return None
+
+
 def reset_stage(host, max_used_mib, release_gpus, first_gpus, results):
     """Everything the reset stage branches on or reports, from what its tasks registered.
 
@@ -105,16 +118,17 @@ def reset_stage(host, max_used_mib, release_gpus, first_gpus, results):
     ``[client]``: each holder's ``in_scope`` is the release's own plan for it), ``reset_failure`` (the failed
     task's result, when the reset failed), ``restore_persistence`` and ``restore_clients``. A blocker is
     stopped through its unit when it is protected or within the release's scope; an unprotected client
-    outside it, or a blocker outside any unit, refuses the reset.
+    outside it, or a blocker outside any system service (``system_service``), refuses the reset.
     """
     plan = reset_plan(results.get('before_reset') or {}, max_used_mib)
     out_of_scope = [holder for holder in plan['blockers'] if not holder.get('protected') and not holder.get('in_scope')]
     blockers = [holder for holder in plan['blockers'] if holder not in out_of_scope]
     units = []
     for holder in blockers:
-        if holder.get('systemd_unit') and holder['systemd_unit'] not in units:
-            units.append(holder['systemd_unit'])
-    why_not = refusal(plan, out_of_scope, [holder for holder in blockers if not holder.get('systemd_unit')])
+        unit = system_service(holder)
+        if unit and unit not in units:
+            units.append(unit)
+    why_not = refusal(plan, out_of_scope, [holder for holder in blockers if not system_service(holder)])
     error = failure_text(results.get('reset_failure'))
     restored = restore_errors(results.get('restore_persistence'), results.get('restore_clients'))
     # The restores register whenever the reset was tried (check mode included).

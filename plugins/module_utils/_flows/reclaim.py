@@ -56,6 +56,12 @@ from .._plan.unit_audit import parse_list_units
 from .._plan.filter_warnings import containers_here, filter_warnings
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
+# The proof that ``prove`` returns when it cannot say the GPUs are free.
+NOT_PROVEN = dict(changed=False, free=False, gpus=[], holders=[], waited_seconds=0.0, time_to_free_seconds=None,
+                  settle_seconds_observed=0.0, nvml_available=True)
+PROOF_WITHOUT_NVML = ('Cannot prove the GPUs free: NVML could not be used for the release (see its warning), and '
+                      'only its memory figures prove a GPU free. Prove them with gpuops.reclaim.gpu_assert_free once '
+                      'NVML answers.')
 SECONDS_OPTIONS = ('grace_seconds', 'kill_seconds', 'poll_interval', 'nvml_timeout', 'lock_timeout',
                    'proof_timeout_seconds', 'settle_seconds')
 # The proof's options, each with its value when ``prove`` is on and the option is not set.
@@ -142,7 +148,8 @@ def _reclaim(host, params, uid, diff):
     if params['require_root'] and uid != 0:
         raise Failure('require_root: the module runs as uid %d, not root; nothing was looked at or signalled' % uid)
 
-    # One release at a time per host, from before the first look to the end: a second run waits, then looks.
+    # One release at a time per host, from before the first look to the end of the release (not of its proof):
+    # a second run waits, then looks.
     lock = host_lock(params.get('lock_timeout', DEFAULT_LOCK_TIMEOUT), check_mode=host.check_mode, euid=uid)
     try:
         lock.acquire()
@@ -150,33 +157,46 @@ def _reclaim(host, params, uid, diff):
         raise Failure(str(exc), lock_holder_pid=exc.holder_pid)
     session = NvmlSession(timeout=params['nvml_timeout'])
     try:
-        result, failed, indices = _release(host, params, diff, started, ladder, poll_interval, controller, session)
+        try:
+            result, failed, indices = _release(host, params, diff, started, ladder, poll_interval, controller,
+                                               session)
+        finally:
+            # The proof signals nothing: another release may start while it waits.
+            lock.release()
+        result['lock_waited_seconds'] = round(lock.waited, 3)
+        result['proof'] = None
         if params['prove'] and not host.check_mode and not result['free_at_start']:
             result['proof'], proof_failed = _prove(host, params, session, indices, result)
             failed = failed or proof_failed
             result['msg'] += '\n%s: %s' % ('Not proven free' if proof_failed else 'Proven free', result['proof']['msg'])
-        else:
-            result['proof'] = None
     finally:
-        try:
-            session.close()
-        finally:
-            lock.release()
-    result['lock_waited_seconds'] = round(lock.waited, 3)
+        session.close()
     return result, failed
 
 
 def _prove(host, params, session, indices, result):
     """``gpu_assert_free``'s proof after the release: what it left alone on purpose fails the proof at once,
-    and memory may still be on its way back only where it released a holder."""
+    and memory may still be on its way back only where it released a holder. Only NVML's memory figures
+    prove a GPU free; whatever goes wrong here fails the proof, and the release's result stays whole."""
+    if not result['nvml_available']:
+        return dict(NOT_PROVEN, nvml_available=False, msg=PROOF_WITHOUT_NVML), True
     released_gpus = []
     for holder in result['released']:
         released_gpus.extend(gpu for gpu in holder.get('gpus') or [] if gpu not in released_gpus)
-    left_alone = check_left_alone(list(result['skipped_holders']) + list(result['protected']))
     proof_params = dict(params, timeout_seconds=params['proof_timeout_seconds'], max_used_percent=None,
                         max_used_mib=DEFAULT_MAX_USED_MIB if params['max_used_mib'] is None else params['max_used_mib'])
-    return wait_free(host, proof_params, session, indices, result['nvml_available'], left_alone=left_alone,
-                     released_gpus=released_gpus)
+    # A call that hung during the release left its session dead: the proof asks NVML afresh.
+    own = NvmlSession(timeout=params['nvml_timeout']) if session.dead else None
+    try:
+        left_alone = check_left_alone(list(result['skipped_holders']) + list(result['protected']))
+        return wait_free(host, proof_params, own or session, indices, True, left_alone=left_alone,
+                         released_gpus=released_gpus)
+    except Exception as exc:  # pylint: disable=broad-except
+        # The holders were signalled already: their report must not be lost to the proof's failure.
+        return dict(NOT_PROVEN, msg='the proof could not run: %s' % exc), True
+    finally:
+        if own is not None:
+            own.close()
 
 
 def _release(host, params, diff, started, ladder, poll_interval, controller, session):

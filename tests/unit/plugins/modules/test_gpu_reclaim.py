@@ -19,6 +19,7 @@ import pytest
 
 
 from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import module_harness as _discovery
+from ansible_collections.gpuops.reclaim.plugins.module_utils._flows import reclaim as _reclaim_flow
 from ansible_collections.gpuops.reclaim.plugins.module_utils._release import escalation as _escalation
 from ansible_collections.gpuops.reclaim.plugins.module_utils._release import identity as _identity
 from ansible_collections.gpuops.reclaim.plugins.module_utils._host import nvml as _nvml
@@ -490,32 +491,88 @@ def test_a_bad_lock_timeout_fails_first(run_module, two_gpus, signals, value, me
     assert result['failed'] and result['msg'] == message
 
 
-def test_prove_proves_the_released_gpus_free_in_the_same_task(run_module, no_library, fake_dev_discovery,
+def releasing(fake):
+    """The fake NVML gives a GPU's memory back once the processes that hold it are gone, as the driver does."""
+    enter = fake._enter
+
+    def holds(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def _enter(name):
+        for key, entries in list(fake.processes.items()):
+            fake.processes[key] = [(pid, mib) for pid, mib in entries if holds(pid)]
+        for index, gpu in enumerate(fake.gpus):
+            gpu['used_mib'] = sum(mib or 0 for (where, dummy), entries in fake.processes.items() if where == index
+                                  for dummy2, mib in entries)
+        enter(name)
+
+    fake._enter = _enter
+    return fake
+
+
+def test_prove_proves_the_released_gpus_free_in_the_same_task(run_module, two_gpus, fake_dev_discovery,
                                                               spawn_holder, signals):
     holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
                            os.path.join(fake_dev_discovery, 'nvidia-uvm')])
-    args = {'gpus': ['0'], 'grace_seconds': 5, 'prove': True, 'settle_seconds': 0.3, 'proof_timeout_seconds': 5}
+    two_gpus.processes[(0, 'compute')] = [(holder.pid, 4096)]
+    releasing(two_gpus)
+    args = {'gpus': ['0'], 'grace_seconds': 5, 'prove': True, 'settle_seconds': 0.3, 'proof_timeout_seconds': 5,
+            'only_if_busy': True}
     checked = run_module(dict(args, _ansible_check_mode=True))
     # Check mode releases nothing, so nothing is proven.
-    assert checked['proof'] is None and alive(holder) and signals == []
+    assert checked['proof'] is None and checked['free_at_start'] is False and alive(holder) and signals == []
     result = run_module(args)
     assert 'failed' not in result, result['msg']
     assert [e['pid'] for e in result['released']] == [holder.pid] and holder.wait(2) == -signal.SIGTERM
     proof = result['proof']
     assert proof['free'] is True and proof['holders'] == [] and proof['settle_seconds_observed'] >= 0.3
-    assert [gpu['index'] for gpu in proof['gpus']] == [0]
+    assert proof['nvml_available'] is True and [gpu['index'] for gpu in proof['gpus']] == [0]
     assert result['msg'].splitlines()[-1] == 'Proven free: %s' % proof['msg']
     # The release's own seconds leave the proof out.
     assert result['elapsed_seconds'] < proof['settle_seconds_observed'] + 2
+    # Free now: the first look is the proof, and nothing is done.
     again = run_module(args)
-    assert again['changed'] is False and again['proof']['free'] is True
+    assert again['changed'] is False and again['free_at_start'] is True and again['proof'] is None
 
 
-def test_prove_fails_at_once_on_a_holder_the_release_left_alone(run_module, no_library, fake_dev_discovery,
+def test_prove_without_nvml_proves_nothing_and_keeps_the_release(run_module, no_library, fake_dev_discovery,
+                                                                 spawn_holder, signals):
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    result = run_module({'gpus': ['0'], 'grace_seconds': 5, 'prove': True, 'proof_timeout_seconds': 5})
+    # Released from /proc, but only NVML's memory figures prove a GPU free.
+    assert [e['pid'] for e in result['released']] == [holder.pid] and holder.wait(2) == -signal.SIGTERM
+    assert result['failed'] is True and result['proof']['free'] is False
+    assert result['proof']['msg'].startswith('Cannot prove the GPUs free: NVML could not be used for the release')
+    assert result['msg'].splitlines()[-1] == 'Not proven free: %s' % result['proof']['msg']
+
+
+def test_a_proof_that_cannot_run_keeps_the_release(run_module, two_gpus, fake_dev_discovery, spawn_holder,
+                                                   signals, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError('the look went wrong')
+
+    monkeypatch.setattr(_reclaim_flow, 'wait_free', broken)
+    holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'),
+                           os.path.join(fake_dev_discovery, 'nvidia-uvm')])
+    two_gpus.processes[(0, 'compute')] = [(holder.pid, 4096)]
+    releasing(two_gpus)
+    result = run_module({'gpus': ['0'], 'grace_seconds': 5, 'prove': True})
+    assert [e['pid'] for e in result['released']] == [holder.pid] and holder.wait(2) == -signal.SIGTERM
+    assert result['failed'] is True and result['proof']['free'] is False
+    assert result['proof']['msg'] == 'the proof could not run: the look went wrong'
+
+
+def test_prove_fails_at_once_on_a_holder_the_release_left_alone(run_module, two_gpus, fake_dev_discovery,
                                                                 spawn_holder, signals):
     mine = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
     other = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')],
                          comm='other-job')
+    two_gpus.processes[(0, 'compute')] = [(mine.pid, 4096), (other.pid, 2048)]
+    releasing(two_gpus)
     started = time.monotonic()
     result = run_module({'gpus': ['0'], 'grace_seconds': 5, 'match': '^%s$' % re_title(mine), 'prove': True,
                          'proof_timeout_seconds': 30})

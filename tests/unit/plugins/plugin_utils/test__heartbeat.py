@@ -96,6 +96,9 @@ def test_an_exception_in_the_block_still_stops_the_beat():
       'settle_seconds': 2},
      'the release of GPU 0 (SIGTERM, 7 s grace, then SIGKILL, 5 s), then for GPU 0 to be free (within 30 s, then '
      'for 2 s)'),
+    ({'prove': True, 'proof_timeout_seconds': 0},
+     'the release of the GPUs (SIGTERM, 10 s grace, then SIGKILL, 10 s), then for the GPUs to be free (within 0 s, '
+     'then for 0 s)'),
     ({'prove': 'false', 'settle_seconds': 2}, 'the release of the GPUs (SIGTERM, 10 s grace, then SIGKILL, 10 s)'),
     ({'prove': 'True'}, 'the release of the GPUs (SIGTERM, 10 s grace, then SIGKILL, 10 s), then for the GPUs to be '
                         'free (within 60 s, then for 0 s)'),

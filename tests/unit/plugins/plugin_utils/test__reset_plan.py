@@ -20,9 +20,10 @@ def gpu(index, used, **more):
     return record
 
 
-def holder(pid, gpus, kind='compute', protected=False, is_self=False, unit=None, in_scope=False):
+def holder(pid, gpus, kind='compute', protected=False, is_self=False, unit=None, in_scope=False, manager='system'):
     return {'pid': pid, 'gpus': gpus, 'kind': kind, 'protected': protected, 'is_self': is_self,
-            'systemd_unit': unit, 'title': 'proc-%d' % pid, 'in_scope': in_scope}
+            'systemd_unit': unit, 'unit_manager': manager if unit else None, 'title': 'proc-%d' % pid,
+            'in_scope': in_scope}
 
 
 def test_memory_with_no_compute_holder_left_is_stuck():
@@ -86,8 +87,16 @@ def test_blockers_within_scope_are_stopped_through_their_units():
      "(gpu_reclaim_scope_users, gpu_reclaim_scope_match, gpu_reclaim_scope_systemd_units, "
      "gpu_reclaim_scope_containers). Stop them by hand, or widen the scope."),
     ({'before_reset': before(holder(7, [0], 'client', protected=True))},
-     'The reset of GPU(s) 0 is blocked by pid 7 (proc-7), which run outside any systemd unit. '
-     'Stop them by hand, or reboot.'),
+     'The reset of GPU(s) 0 is blocked by pid 7 (proc-7), which run outside any system service that could be '
+     'stopped and started again. Stop them by hand, or reboot.'),
+    # Security: a unit a user's own manager runs is named by that user; root stops no system unit of that name.
+    ({'before_reset': before(holder(9, [0], 'client', unit='postgresql.service', manager='user', in_scope=True))},
+     'The reset of GPU(s) 0 is blocked by pid 9 (proc-9), which run outside any system service that could be '
+     'stopped and started again. Stop them by hand, or reboot.'),
+    # A scope (a session, a container's) cannot be started again.
+    ({'before_reset': before(holder(10, [0], 'client', unit='session-3.scope', in_scope=True))},
+     'The reset of GPU(s) 0 is blocked by pid 10 (proc-10), which run outside any system service that could be '
+     'stopped and started again. Stop them by hand, or reboot.'),
 ])
 def test_a_reset_that_cannot_be_done_safely_is_refused(results, refusal):
     stage = reset_stage('h', 64, None, [], results)
