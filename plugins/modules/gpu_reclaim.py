@@ -117,8 +117,8 @@ options:
     default: []
   prove:
     description:
-      - After the release, prove the selected GPUs free as M(gpuops.reclaim.gpu_assert_free) does, in RV(proof); GPUs
-        not proven free fail the task. Not in check mode, nor on GPUs O(only_if_busy) found free.
+      - After the release, prove the selected GPUs free as M(gpuops.reclaim.gpu_assert_free) does (NVML needed), in
+        RV(proof); GPUs not proven free fail the task. Not in check mode, nor on GPUs O(only_if_busy) found free.
     type: bool
     default: false
   proof_timeout_seconds:
