@@ -148,13 +148,19 @@ def test_a_stuck_title_is_reported_with_state_and_wchan(tmp_path, blocked_fifo):
         '/proc/16175/cmdline did not answer within 0.3 s)')
 
 
-def test_discovery_reports_a_holder_whose_title_blocks_and_keeps_it(tmp_path, monkeypatch, blocked_fifo):
+def blocked_cmdline(tmp_path, blocked_fifo):
+    """A copy of a captured /proc/16175 whose cmdline blocks, as it does behind a process stuck in the kernel."""
     proc = tmp_path / 'proc'
     shutil.copytree(os.path.join(FIXTURES, 'sigterm_ignored'), str(proc / '16175'))
     blocked = blocked_fifo()
     os.rename(blocked, str(proc / '16175' / 'cmdline'))
     os.symlink(str(proc / '16175' / 'cmdline'), blocked)
     (proc / 'stat').write_text('btime 1700000000\n')
+    return proc
+
+
+def test_discovery_reports_a_holder_whose_title_blocks_and_keeps_it(tmp_path, monkeypatch, blocked_fifo):
+    proc = blocked_cmdline(tmp_path, blocked_fifo)
     monkeypatch.setattr(_holders._procfs, 'scan_device_holders',
                         lambda proc_root, dev_dir: ({16175: set(['/dev/nvidia0', '/dev/nvidia-uvm'])}, [], 0))
     started = time.monotonic()
@@ -220,12 +226,7 @@ def test_a_newcomer_whose_reads_block_is_described_within_one_deadline(tmp_path,
     if blocks == 'maps':
         proc = blocked_maps(tmp_path, blocked_fifo)
     else:
-        proc = tmp_path / 'proc'
-        shutil.copytree(os.path.join(FIXTURES, 'sigterm_ignored'), str(proc / '16175'))
-        blocked = blocked_fifo()
-        os.rename(blocked, str(proc / '16175' / 'cmdline'))
-        os.symlink(str(proc / '16175' / 'cmdline'), blocked)
-        (proc / 'stat').write_text('btime 1700000000\n')
+        proc = blocked_cmdline(tmp_path, blocked_fifo)
     (proc / '16175' / 'fd').mkdir()
     builder = HolderBuilder([NEWCOMER_GPU], proc_root=str(proc), dev_dir='/dev', read_timeout=0.4,
                             shares_namespace=True)
