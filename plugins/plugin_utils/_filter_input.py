@@ -17,6 +17,13 @@ __metaclass__ = type
 from collections.abc import Mapping
 
 
+def truth(value):
+    """A variable or an option as a boolean, as Ansible's ``bool`` filter reads it (``"false"`` is false)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ('1', 'true', 'yes', 'on', 'y', 't')
+    return bool(value)
+
+
 def names(filter_name, argument, value, what='unit names'):
     """``value`` as a list of strings; None is an empty list."""
     if value is None:

@@ -20,6 +20,8 @@ __metaclass__ = type
 import threading
 import time
 
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._filter_input import truth
+
 # The operator sees a line at least this often while a module waits.
 PROGRESS_SECONDS = 5.0
 
@@ -47,7 +49,7 @@ def what_release(args):
     else:
         what = 'the release of %s (SIGTERM, %s s grace, then SIGKILL, %s s)' % (
             _gpus(args), _seconds(args.get('grace_seconds'), 10), _seconds(args.get('kill_seconds'), 10))
-    if str(args.get('prove')).strip().lower() in ('true', 'yes', 'on', '1'):
+    if truth(args.get('prove')):
         timeout = args.get('proof_timeout_seconds')
         what += ', then for %s' % what_proof(dict(args, timeout_seconds=60 if timeout is None else timeout))
     return what

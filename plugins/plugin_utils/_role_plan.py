@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._failure_reason import failure_reason
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._filter_input import truth
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._keep_units import keep_units
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._missing_containers import missing_containers
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._reset_plan import reset_stage
@@ -31,13 +32,6 @@ RESULTS = ('first_look', 'keep_found', 'units_found', 'units_stopped', 'containe
 
 # The plan of a run whose preflight did not run.
 NOTHING = {'look_files': [], 'stage_files': [], 'summary_files': [], 'run_files': [], 'stages': {'keep_found': False, 'prove': False}}
-
-
-def truth(value):
-    """A role variable as a boolean, as Ansible's ``bool`` filter reads it (``"false"`` is false)."""
-    if isinstance(value, str):
-        return value.strip().lower() in ('1', 'true', 'yes', 'on', 'y', 't')
-    return bool(value)
 
 
 def _listed(value):

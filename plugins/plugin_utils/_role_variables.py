@@ -47,6 +47,7 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._discover.protectio
     ProtectionError,
     check_protection_options,
 )
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._filter_input import truth
 
 PREFIX = 'gpu_reclaim_'
 # Public variables the role sets itself: a later run in the same play sees them.
@@ -163,15 +164,9 @@ def _checks(values):
     checks.append(lambda: _scope(values))
     checks.append(lambda: check_protection_options(
         values.get('gpu_reclaim_protect'), values.get('gpu_reclaim_protect_units'),
-        values.get('gpu_reclaim_unprotect'), _truth(values.get('gpu_reclaim_unprotect_all_confirmed')),
+        values.get('gpu_reclaim_unprotect'), truth(values.get('gpu_reclaim_unprotect_all_confirmed')),
         names=PROTECTION_NAMES))
     return checks
-
-
-def _truth(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ('1', 'true', 'yes', 'on', 'y', 't')
-    return bool(value)
 
 
 def _absolute(values, name):

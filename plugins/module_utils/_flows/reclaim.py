@@ -56,9 +56,6 @@ from .._plan.unit_audit import parse_list_units
 from .._plan.filter_warnings import containers_here, filter_warnings
 
 WITHOUT_NVML = 'NVML cannot be used (%s): release is judged from /proc alone, without GPU memory figures.'
-# The proof that ``prove`` returns when it cannot say the GPUs are free.
-NOT_PROVEN = dict(changed=False, free=False, gpus=[], holders=[], waited_seconds=0.0, time_to_free_seconds=None,
-                  settle_seconds_observed=0.0, nvml_available=True)
 PROOF_WITHOUT_NVML = ('Cannot prove the GPUs free: NVML could not be used for the release (see its warning), and '
                       'only its memory figures prove a GPU free. Prove them with gpuops.reclaim.gpu_assert_free once '
                       'NVML answers.')
@@ -174,12 +171,18 @@ def _reclaim(host, params, uid, diff):
     return result, failed
 
 
+def not_proven(msg, nvml_available=True):
+    """The proof that ``prove`` returns when it cannot say the GPUs are free, in ``gpu_assert_free``'s shape."""
+    return dict(changed=False, free=False, gpus=[], holders=[], waited_seconds=0.0, time_to_free_seconds=None,
+                settle_seconds_observed=0.0, nvml_available=nvml_available, msg=msg)
+
+
 def _prove(host, params, session, indices, result):
     """``gpu_assert_free``'s proof after the release: what it left alone on purpose fails the proof at once,
     and memory may still be on its way back only where it released a holder. Only NVML's memory figures
     prove a GPU free; whatever goes wrong here fails the proof, and the release's result stays whole."""
     if not result['nvml_available']:
-        return dict(NOT_PROVEN, nvml_available=False, msg=PROOF_WITHOUT_NVML), True
+        return not_proven(PROOF_WITHOUT_NVML, nvml_available=False), True
     released_gpus = []
     for holder in result['released']:
         released_gpus.extend(gpu for gpu in holder.get('gpus') or [] if gpu not in released_gpus)
@@ -193,7 +196,7 @@ def _prove(host, params, session, indices, result):
                          released_gpus=released_gpus)
     except Exception as exc:  # pylint: disable=broad-except
         # The holders were signalled already: their report must not be lost to the proof's failure.
-        return dict(NOT_PROVEN, msg='the proof could not run: %s' % exc), True
+        return not_proven('the proof could not run: %s' % exc), True
     finally:
         if own is not None:
             own.close()

@@ -9,8 +9,9 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._filter_input import truth
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._role_plan import (
-    RESULTS, role_plan, role_settings, role_summary_run, truth)
+    RESULTS, role_plan, role_settings, role_summary_run)
 
 DEFAULTS = {
     'require_root': False, 'install_dependencies': False, 'allow_reset': False, 'harden_units': [],
