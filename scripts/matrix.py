@@ -20,6 +20,7 @@ Python 3 standard library only.
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,10 +50,61 @@ def log(msg):
     sys.stderr.flush()
 
 
+# The file that run() also writes each command's output to: one per release,
+# so that the failures can be shown again after the table (the end of a long
+# log is all that some readers keep).
+OUTPUT = {"path": None}
+FAILURE_LINE = re.compile(r"FAILED|ERROR|Error|error:|Traceback|^E  ")
+FAILURE_LINES = 40
+
+
 def run(cmd, **kwargs):
     log("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, check=False, **kwargs)
-    return proc.returncode
+    if OUTPUT["path"] is None:
+        return subprocess.run(cmd, check=False, **kwargs).returncode
+    with open(OUTPUT["path"], "ab") as keep:
+        keep.write(("$ %s\n" % " ".join(cmd)).encode())
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
+        for line in proc.stdout:
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+            keep.write(line)
+        return proc.wait()
+
+
+def output_size():
+    try:
+        return os.path.getsize(OUTPUT["path"]) if OUTPUT["path"] else 0
+    except OSError:
+        return 0
+
+
+# ansible-test's last word when a command it ran failed, and the commands that
+# install packages (its pip bootstrap and its requirements).
+FATAL_COMMAND = re.compile(r'^FATAL: Command "(.*)" returned exit status', re.MULTILINE)
+INSTALL_COMMAND = re.compile(r"(^|[ /])pip[0-9.]*( |$)|-m pip |get_pip|requirements\.py")
+
+
+def install_failed(start):
+    """Whether what run() kept since byte ``start`` ends with a failed package install."""
+    if not OUTPUT["path"]:
+        return False
+    with open(OUTPUT["path"], "rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode("utf-8", "replace")
+    commands = FATAL_COMMAND.findall(text)
+    return any(INSTALL_COMMAND.search(command) for command in commands)
+
+
+def failure_digest(path):
+    """The lines of a release's output that name a failure, and its last lines."""
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    named = [line for line in lines if FAILURE_LINE.search(line)]
+    return named[-FAILURE_LINES:] + ["..."] + lines[-10:]
 
 
 def must(cmd, **kwargs):
@@ -158,7 +210,14 @@ def run_on_host(version, tests):
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
     controller = python_version_of(os.path.join(venv, "bin", "python"))
     for command in ansible_test_commands(tests, controller):
-        code = run([os.path.join(venv, "bin", "ansible-test")] + command, cwd=tree_of(version), env=env)
+        argv = [os.path.join(venv, "bin", "ansible-test")] + command
+        start = output_size()
+        code = run(argv, cwd=tree_of(version), env=env)
+        if code != 0 and install_failed(start):
+            # ansible-test installs its requirements from the package index on
+            # this controller; a download that broke is tried once more.
+            log("ansible-test could not install its requirements; once more")
+            code = run(argv, cwd=tree_of(version), env=env)
         if code != 0:
             return code
     return 0
@@ -275,6 +334,9 @@ def main():
         copy_tree(version)
         started = time.time()
         log("=== ansible-core %s on %s: %s" % (version, controller, ", ".join(sorted(tests))))
+        OUTPUT["path"] = os.path.join(MATRIX, version, "output.log")
+        os.makedirs(os.path.dirname(OUTPUT["path"]), exist_ok=True)
+        open(OUTPUT["path"], "w").close()
         if controller == "host":
             code = run_on_host(version, tests)
         elif controller in CONTAINER_PYTHON:
@@ -283,6 +345,11 @@ def main():
             log("unknown controller %r for %s in %s" % (controller, version, VERSIONS_FILE))
             code = 2
         results.append((version, controller, code, time.time() - started))
+        OUTPUT["path"] = None
+    for version, controller, code, seconds in results:
+        if code != 0:
+            print("\n=== ansible-core %s on %s failed; from build/matrix/%s/output.log:" % (version, controller, version))
+            print("\n".join(failure_digest(os.path.join(MATRIX, version, "output.log"))))
     print("ansible-core  controller  tests         result  seconds")
     for version, controller, code, seconds in results:
         print("%-12s  %-10s  %-12s  %-6s  %.0f" % (
