@@ -469,7 +469,8 @@ def test_a_run_that_cannot_take_the_host_lock_fails_naming_the_other_run(run_mod
 def test_a_second_run_waits_for_the_host_lock_then_releases(run_module, no_library, fake_dev_discovery, spawn_holder,
                                                             signals, other_run):
     holder = spawn_holder([os.path.join(fake_dev_discovery, 'nvidia0'), os.path.join(fake_dev_discovery, 'nvidia-uvm')])
-    other_run(0.5)
+    # Held long enough that a busy machine cannot start the module's own wait only after the other run is over.
+    other_run(1.5)
     result = run_module({'lock_timeout': 10, 'grace_seconds': 2})
     assert 'failed' not in result, result['msg']
     assert result['lock_waited_seconds'] >= 0.3

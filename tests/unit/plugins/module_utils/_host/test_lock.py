@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,14 +26,18 @@ from ansible_collections.gpuops.reclaim.plugins.module_utils._host.lock import (
 
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason='needs root to make a file another user owns')
 
-# Another run: takes the lock, writes its PID, says so, holds it for argv[2] seconds.
+# Another run: takes the lock, writes its PID, says so, holds it for argv[2] seconds, lets it go and says
+# when (a time taken just before it let go).
 HOLDER = ('import fcntl, os, sys, time\n'
           'handle = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n'
           'fcntl.flock(handle, fcntl.LOCK_EX)\n'
           'os.ftruncate(handle, 0)\n'
           'os.write(handle, b"%d\\n" % os.getpid())\n'
           'print("ready", flush=True)\n'
-          'time.sleep(float(sys.argv[2]))\n')
+          'time.sleep(float(sys.argv[2]))\n'
+          'released = time.time()\n'
+          'os.close(handle)\n'
+          'print("released %r" % released, flush=True)\n')
 
 
 @pytest.fixture
@@ -71,9 +76,12 @@ def test_a_second_run_waits_for_the_first_then_goes_on(tmp_path, other_run):
     first = other_run(path, 0.4)
     lock = HostLock(10, path=path)
     waited = lock.acquire()
+    taken = time.time()
     try:
-        # The first run let the lock go as it ended; it may still be exiting when the second takes it.
-        assert 0.2 <= waited < 5 and first.wait(timeout=5) == 0
+        # The second run took the lock only after the first let it go, however late it began to wait (a busy
+        # machine can delay it past the first's 0.4 s); the first may still be exiting then.
+        released = float(first.stdout.readline().split()[1])
+        assert taken >= released and waited < 5 and first.wait(timeout=5) == 0
         assert open(path).read() == '%d\n' % os.getpid()
     finally:
         lock.release()
