@@ -13,13 +13,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import gc
-from contextlib import contextmanager
-
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._frozen_heap import frozen_heap
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._heartbeat import Heartbeat
 
 display = Display()
@@ -27,28 +25,6 @@ display = Display()
 
 def _to_stderr(line):
     display.display(line, stderr=True)
-
-
-@contextmanager
-def frozen_heap():
-    """Python's cyclic collector leaves what already exists alone for the block: it collects only what the block makes.
-
-    A task's process is a fork of Ansible's main process and inherits its whole heap. Building a module's
-    payload allocates many objects (AnsiballZ parses every module_utils file it packs), which starts the
-    collector again and again, and each full pass walks that inherited heap. On a 2-core machine that is
-    about half of the time building gpu_reclaim's payload takes; freezing that heap makes a no-op run of the role
-    0.2 s shorter (bench: role_noop_vs_one_task). ``gc.freeze`` moves what exists
-    into a generation that is never scanned; ``gc.unfreeze`` gives it back afterwards, for the next item
-    of a loop and for any caller that is not a task's short-lived process. What was frozen before (by
-    Ansible, say) stays frozen.
-    """
-    frozen_before = gc.get_freeze_count()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        if not frozen_before:
-            gc.unfreeze()
 
 
 class WaitingModuleAction(ActionBase):

@@ -11,7 +11,7 @@ import gc
 
 import pytest
 
-from ansible_collections.gpuops.reclaim.plugins.plugin_utils._module_action import frozen_heap
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils._frozen_heap import frozen_heap
 
 
 class _Cycle(object):
