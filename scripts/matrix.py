@@ -79,14 +79,14 @@ def output_size():
         return 0
 
 
-# ansible-test's last word when a command it ran failed, and the commands that
+# How ansible-test names a command of its own that failed, and the commands that
 # install packages (its pip bootstrap and its requirements).
 FATAL_COMMAND = re.compile(r'^FATAL: Command "(.*)" returned exit status', re.MULTILINE)
 INSTALL_COMMAND = re.compile(r"(^|[ /])pip[0-9.]*( |$)|-m pip |get_pip|requirements\.py")
 
 
 def install_failed(start):
-    """Whether what run() kept since byte ``start`` ends with a failed package install."""
+    """Whether a command that failed in what run() kept since byte ``start`` was a package install."""
     if not OUTPUT["path"]:
         return False
     with open(OUTPUT["path"], "rb") as handle:
