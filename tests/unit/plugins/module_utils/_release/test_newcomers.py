@@ -252,22 +252,31 @@ handles = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
 state = {'generation': 0}
 
 
-def claim():
-    with open(os.path.join(claims, str(os.getpid())), 'w') as handle:
+def claim(pid):
+    with open(os.path.join(claims, str(pid)), 'w') as handle:
         handle.write('20480\n')
 
 
 def on_term(signum, frame):
-    if state['generation'] < generations and os.fork() == 0:
-        # The new holder: same open device nodes, its own claim, ppid soon 1.
-        state['generation'] += 1
-        claim()
-        return
+    if state['generation'] < generations:
+        parent = os.getpid()
+        if os.fork() == 0:
+            # The new holder shows only once its parent is gone (ppid 1: its ancestry is lost), however late a
+            # busy machine runs either: its claim first, so that a release that kills it at once still leaves
+            # it counted, then the device nodes again.
+            state['generation'] += 1
+            for handle in handles:
+                os.close(handle)
+            while os.getppid() == parent:
+                time.sleep(0.001)
+            claim(os.getpid())
+            handles[:] = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
+            return
     os._exit(0)
 
 
 signal.signal(signal.SIGTERM, on_term)
-claim()
+claim(os.getpid())
 sys.stdout.write('ready\n')
 sys.stdout.flush()
 while True:
