@@ -261,7 +261,7 @@ def on_term(signum, frame):
     if state['generation'] < generations:
         parent = os.getpid()
         if os.fork() == 0:
-            # The new holder shows only once its parent is gone (ppid 1: its ancestry is lost), however late a
+            # The new holder shows only once its parent is gone (reparented: its ancestry is lost), however late a
             # busy machine runs either: its claim first, so that a release that kills it at once still leaves
             # it counted, then the device nodes again.
             state['generation'] += 1
