@@ -13,18 +13,53 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
+import ansible
+from ansible import constants as C
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._frozen_heap import frozen_heap
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._heartbeat import Heartbeat
+from ansible_collections.gpuops.reclaim.plugins.plugin_utils import _payload_cache
 
 display = Display()
 
 
 def _to_stderr(line):
     display.display(line, stderr=True)
+
+
+_PLUGINS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ANSIBLE = os.path.dirname(os.path.abspath(ansible.__file__))
+
+
+class _KeptPayload:
+    """The module's payload kept between runs (plugin_utils/_payload_cache.py); every failure means: build it as usual."""
+
+    def __init__(self, module_name):
+        self.prefix = 'ansible_collections.gpuops.reclaim.plugins.modules.%s-' % module_name
+        self.entry = self.run_cache = None
+        try:
+            home = getattr(C, 'ANSIBLE_HOME', None) or os.path.expanduser('~/.ansible')
+            key = _payload_cache.payload_key(
+                os.path.join(_PLUGINS, 'modules', module_name + '.py'), [os.path.join(_PLUGINS, 'module_utils')],
+                [os.path.join(_ANSIBLE, 'module_utils'), os.path.join(_ANSIBLE, '_internal')], ansible.__version__)
+            self.entry = os.path.join(home, 'gpuops.reclaim', 'payloads', module_name, key)
+            self.run_cache = os.path.join(C.DEFAULT_LOCAL_TMP, 'ansiballz_cache')
+            _payload_cache.restore(self.entry, self.run_cache, self.prefix)
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            display.vvvv('gpuops.reclaim: building the payload of %s (none kept: %s)' % (module_name, error))
+            self.entry = None
+
+    def keep(self):
+        if self.entry:
+            try:
+                _payload_cache.keep(self.entry, self.run_cache, self.prefix)
+            except OSError as error:
+                display.vvvv('gpuops.reclaim: the payload was not kept: %s' % error)
 
 
 class WaitingModuleAction(ActionBase):
@@ -41,8 +76,10 @@ class WaitingModuleAction(ActionBase):
         host = (task_vars or {}).get('inventory_hostname') or self._play_context.remote_addr
         what = self.what(self._task.args or {})
         # On stderr, as Ansible's warnings: a callback that writes results to stdout stays readable.
+        payload = _KeptPayload((self._task.resolved_action or self._task.action).rsplit('.', 1)[-1])
         with frozen_heap(), Heartbeat(_to_stderr, host, what):
             result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+        payload.keep()
         if not wrap_async:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         return result
