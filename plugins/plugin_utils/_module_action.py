@@ -18,6 +18,7 @@ import os
 import ansible
 from ansible import constants as C
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import module_utils_loader
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
@@ -40,26 +41,43 @@ class _KeptPayload:
     """The module's payload kept between runs (plugin_utils/_payload_cache.py); every failure means: build it as usual."""
 
     def __init__(self, module_name):
+        self.module_name = module_name
         self.prefix = 'ansible_collections.gpuops.reclaim.plugins.modules.%s-' % module_name
-        self.entry = self.run_cache = None
+        self.key = self.run_cache = None
         try:
-            home = getattr(C, 'ANSIBLE_HOME', None) or os.path.expanduser('~/.ansible')
-            key = _payload_cache.payload_key(
-                os.path.join(_PLUGINS, 'modules', module_name + '.py'), [os.path.join(_PLUGINS, 'module_utils')],
-                [os.path.join(_ANSIBLE, 'module_utils'), os.path.join(_ANSIBLE, '_internal')], ansible.__version__)
-            self.entry = os.path.join(home, 'gpuops.reclaim', 'payloads', module_name, key)
+            self.home = getattr(C, 'ANSIBLE_HOME', None) or os.path.expanduser('~/.ansible')
             self.run_cache = os.path.join(C.DEFAULT_LOCAL_TMP, 'ansiballz_cache')
-            _payload_cache.restore(self.entry, self.run_cache, self.prefix)
-        except (OSError, ValueError, TypeError, AttributeError) as error:
+            self.key = self._key()
+            _payload_cache.restore(os.path.join(self.home, *self._parts()), self.run_cache, self.prefix)
+        except Exception as error:  # pylint: disable=broad-except
+            # Whatever goes wrong here, Ansible builds the payload itself.
             display.vvvv('gpuops.reclaim: building the payload of %s (none kept: %s)' % (module_name, error))
-            self.entry = None
+            self.key = None
+
+    def _parts(self):
+        return ['gpuops.reclaim', 'payloads', self.module_name, self.key]
+
+    def _key(self):
+        # Folders of module_utils that Ansible searches besides its own (ANSIBLE_MODULE_UTILS, a playbook's or a
+        # role's module_utils) can shadow what it packs: they count too. Without that list, nothing is kept.
+        own = os.path.realpath(os.path.join(_ANSIBLE, 'module_utils'))
+        shadows = [path for path in module_utils_loader._get_paths()  # pylint: disable=protected-access
+                   if not (os.path.realpath(path) + os.sep).startswith(own + os.sep)]
+        return _payload_cache.payload_key(
+            os.path.join(_PLUGINS, 'modules', self.module_name + '.py'), [os.path.join(_PLUGINS, 'module_utils')],
+            [os.path.join(_ANSIBLE, 'module_utils'), os.path.join(_ANSIBLE, '_internal')] + shadows,
+            [os.path.join(_ANSIBLE, 'executor', 'module_common.py'),
+             os.path.join(_ANSIBLE, 'config', 'ansible_builtin_runtime.yml')], ansible.__version__)
 
     def keep(self):
-        if self.entry:
-            try:
-                _payload_cache.keep(self.entry, self.run_cache, self.prefix)
-            except OSError as error:
-                display.vvvv('gpuops.reclaim: the payload was not kept: %s' % error)
+        if not self.key:
+            return
+        try:
+            # Changed while this run used it: the payload Ansible built is not the one of the new key.
+            if self._key() == self.key:
+                _payload_cache.keep(self.home, self._parts(), self.run_cache, self.prefix)
+        except Exception as error:  # pylint: disable=broad-except
+            display.vvvv('gpuops.reclaim: the payload was not kept: %s' % error)
 
 
 class WaitingModuleAction(ActionBase):
