@@ -12,7 +12,8 @@ hundred), which is most of what its task costs before the module starts. This
 keeps Ansible's own cache files, as Ansible wrote them, in a folder of the
 controller user (``ANSIBLE_HOME``), under a key of everything that goes into
 them: Ansible's version and Python's, the module's and the collection's
-module_utils' content, and the size and time of Ansible's own module_utils.
+module_utils' content, and the size and time of Ansible's own module_utils and
+of any folder of module_utils that could shadow them.
 The next run puts them back into its temporary folder before the module is
 built, and Ansible finds them there as if it had built them itself.
 
@@ -77,11 +78,15 @@ def _python_files(trees):
     return found
 
 
+def _others_may_write(status):
+    return bool(status.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
 def _only_ours(status, uid):
     """Owned by this user or root, and writable by no one else (unless sticky, where no one else can replace ours)."""
     if status.st_uid not in (uid, 0):
         return False
-    return not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or bool(status.st_mode & stat.S_ISVTX)
+    return not _others_may_write(status) or bool(status.st_mode & stat.S_ISVTX)
 
 
 def trusted_folder(path, uid=None):
@@ -92,7 +97,7 @@ def trusted_folder(path, uid=None):
     try:
         real = os.path.realpath(path)
         status = os.lstat(real)
-        if not stat.S_ISDIR(status.st_mode) or status.st_uid != uid or status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not stat.S_ISDIR(status.st_mode) or status.st_uid != uid or _others_may_write(status):
             return None
         parent = real
         while os.path.dirname(parent) != parent:
@@ -124,11 +129,13 @@ def restore(entry, run_cache, prefix, uid=None):
         return 0
     with open(os.path.join(entry, _DIGESTS)) as handle:
         digests = json.load(handle)
+    if not isinstance(digests, dict):
+        return 0
     kept = {}
     for name in _ours(os.listdir(entry), prefix):
         path = os.path.join(entry, name)
         status = os.lstat(path)
-        if not stat.S_ISREG(status.st_mode) or status.st_uid != uid or status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != uid or _others_may_write(status):
             return 0
         with open(path, 'rb') as handle:
             data = handle.read()

@@ -223,3 +223,14 @@ def test_a_link_to_the_kept_folder_is_followed_once_and_what_it_names_is_judged(
     os.remove(link)
     os.symlink(str(theirs), link)
     assert _payload_cache.restore(link, str(home / 'run2' / 'ansiballz_cache'), PREFIX) == 0
+
+
+def test_a_digest_file_that_is_no_mapping_restores_nothing(home):
+    source = str(home / 'run0' / 'ansiballz_cache')
+    _write(os.path.join(source, NAME), b'payload')
+    assert _keep(home, source) == 1
+    digests = str(home / 'kept' / 'gpu_reclaim' / 'key' / 'SHA256SUMS.json')
+    os.chmod(digests, 0o600)
+    with open(digests, 'w') as handle:
+        handle.write('["not", "a", "mapping"]')
+    assert _payload_cache.restore(str(home / 'kept' / 'gpu_reclaim' / 'key'), str(home / 'run1' / 'c'), PREFIX) == 0

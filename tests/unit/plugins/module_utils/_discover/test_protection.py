@@ -337,10 +337,11 @@ def program(folder, name, source='/bin/sleep', mode=0o755, owner=0):
     return path
 
 
-def script(folder, name, interpreter=PYTHON, owner=0, mode=0o755):
+def script(folder, name, interpreter=PYTHON, owner=0, mode=0o755, ready=False):
     path = os.path.join(folder, name)
     with open(path, 'w') as handle:
-        handle.write('#!%s\nimport time\ntime.sleep(60)\n' % interpreter)
+        handle.write('#!%s\nimport sys, time\n%stime.sleep(60)\n'
+                     % (interpreter, 'sys.stdout.write("ready\\n"); sys.stdout.flush()\n' if ready else ''))
     os.chmod(path, mode)
     os.chown(path, owner, owner)
     return path
@@ -426,7 +427,8 @@ def test_a_root_script_the_kernel_started_is_protected_by_its_name(tmp_path, sta
 @needs_root
 def test_a_root_script_run_by_a_typed_out_interpreter_is_not_protected_by_its_name(tmp_path, started):
     folder = root_folder(str(tmp_path / 'usr' / 'bin'))
-    child = started([PYTHON, script(folder, 'dcgm-exporter')])
+    # Read once the interpreter runs the script, not while it may still be starting.
+    child = started([PYTHON, script(folder, 'dcgm-exporter', ready=True)], ready=True)
     protected, dummy, suspicious = judge_record(live_record(child.pid))
     assert not protected
     assert 'the kernel did not start %s as a #! script' % os.path.join(folder, 'dcgm-exporter') in suspicious

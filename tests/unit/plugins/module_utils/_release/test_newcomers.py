@@ -252,26 +252,28 @@ handles = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
 state = {'generation': 0}
 
 
-def claim(pid):
+def claim(pid, after=0):
     with open(os.path.join(claims, str(pid)), 'w') as handle:
-        handle.write('20480\n')
+        handle.write('20480 %d\n' % after)
 
 
 def on_term(signum, frame):
     if state['generation'] < generations:
+        # The new holder gets the memory, as a forked child keeps its parent's context, but it shows (in the
+        # stand-in NVML, then by the device nodes) only once its parent is gone and it is reparented, however
+        # late a busy machine runs either: the parent lets go of the nodes first, claims for the child what
+        # shows once the parent is gone (the memory never reads free in between), then exits.
+        for handle in handles:
+            os.close(handle)
         parent = os.getpid()
-        if os.fork() == 0:
-            # The new holder shows only once its parent is gone (reparented: its ancestry is lost), however late a
-            # busy machine runs either: its claim first, so that a release that kills it at once still leaves
-            # it counted, then the device nodes again.
+        child = os.fork()
+        if child == 0:
             state['generation'] += 1
-            for handle in handles:
-                os.close(handle)
             while os.getppid() == parent:
                 time.sleep(0.001)
-            claim(os.getpid())
             handles[:] = [os.open(path, os.O_RDONLY) for path in sys.argv[3:]]
             return
+        claim(child, after=parent)
     os._exit(0)
 
 
@@ -284,15 +286,23 @@ while True:
 '''
 
 
+def _alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def claimed(claims):
-    """PIDs with a claim that are alive and not zombies: what the stand-in NVML lists."""
+    """PIDs with a claim that are alive and not zombies, and whose claim waits for no PID that still is: what
+    the stand-in NVML lists."""
     pids = []
     for name in os.listdir(claims):
-        try:
-            if psutil.Process(int(name)).status() != psutil.STATUS_ZOMBIE:
-                pids.append(int(name))
-        except psutil.NoSuchProcess:
-            continue
+        with open(os.path.join(claims, name)) as handle:
+            fields = handle.read().split()
+        after = int(fields[1]) if len(fields) > 1 else 0
+        if _alive(int(name)) and not (after and _alive(after)):
+            pids.append(int(name))
     return sorted(pids)
 
 
