@@ -9,6 +9,8 @@ __metaclass__ = type
 
 # Documented in warn.yml. Nothing of Ansible's is imported with the plugin (a plain TypeError, as
 # plugin_utils/_filter_input.py raises, is reported with the filter's name), so that it imports anywhere.
+from collections.abc import Mapping
+
 NAME = 'warn'
 
 
@@ -19,15 +21,26 @@ def _display():
     return Display()
 
 
-def warn(lines):
+def warn(value, key=None):
     # A mistake of the user's (a unit name that matches nothing) is an Ansible warning, shown with the task
-    # that templates this, and once: Ansible drops a warning it has already shown.
+    # that templates this, and once: Ansible drops a warning it has already shown. With a key, the input is a
+    # mapping (the role's summary) whose list under that key is shown, so that the task that keeps the summary
+    # shows its warnings without working it out a second time.
+    if key is None:
+        lines = value
+    elif not isinstance(key, str):
+        raise TypeError('%s: the key must be a string; got: %r' % (NAME, key))
+    elif not isinstance(value, Mapping):
+        raise TypeError('%s: with a key, the input must be a mapping; got: %s' % (NAME, type(value).__name__))
+    else:
+        lines = value.get(key, [])
     if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
-        raise TypeError('%s: the input must be a list of strings; got: %r' % (NAME, lines))
+        raise TypeError('%s: the %s must be a list of strings; got: %r'
+                        % (NAME, 'input' if key is None else 'value of %s' % key, lines))
     display = _display() if lines else None
     for line in lines:
         display.warning(line)
-    return lines
+    return value
 
 
 class FilterModule(object):

@@ -21,11 +21,6 @@ import os
 
 from .procfs import PROC_ROOT, iter_pids, read_stat
 
-try:
-    import psutil
-except ImportError:  # pragma: no cover - reported by the modules
-    psutil = None
-
 
 def child_pids(pid, proc_root=PROC_ROOT):
     """PIDs of the children of ``pid``, from ``/proc/PID/task/*/children``.
@@ -48,8 +43,10 @@ def child_pids(pid, proc_root=PROC_ROOT):
                 children.extend(int(field) for field in handle.read().split())
         except FileNotFoundError:
             if os.path.exists('%s/%s' % (task_dir, tid)):
-                # No CONFIG_PROC_CHILDREN: ask psutil, the slow way.
+                # No CONFIG_PROC_CHILDREN: ask psutil, the slow way. Imported here: the controller's filters
+                # import this file's pure helpers, and psutil is no business of theirs.
                 try:
+                    import psutil  # pylint: disable=import-outside-toplevel
                     return [child.pid for child in psutil.Process(pid).children()]
                 except Exception:  # pylint: disable=broad-except
                     return []

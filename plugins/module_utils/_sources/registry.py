@@ -27,7 +27,6 @@ __metaclass__ = type
 
 from .._discover.containers import Inspector
 from .._host.commands import RUNTIME_CLIS, systemctl_show
-from .._host.proctree import ancestors as live_ancestors
 from .._plan.unit_audit import parse_show
 from . import container as _container
 from . import parent as _parent
@@ -56,7 +55,7 @@ class SourcePlan:
 
 
 def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(), container_matches=None,
-                 own_pids=(), runtimes=None, ancestors=live_ancestors):
+                 own_pids=(), runtimes=None, ancestors=None):
     """A ``SourcePlan`` for the targets' units and containers.
 
     ``read_cgroup(pid)`` returns the text of /proc/PID/cgroup (raises
@@ -64,7 +63,7 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
     err)``; ``runtimes`` maps a runtime to its command line tool, or None
     where the tool is not installed (default: every one in
     ``RUNTIME_CLIS``); ``ancestors(pid)`` gives a process's ancestors
-    (``_host.proctree.ancestors``), which confirm a container's processes.
+    (default: ``_host.proctree.ancestors``), which confirm a container's processes.
     """
     system_service = _systemd_unit.system_service
     plan = SourcePlan()
@@ -96,6 +95,10 @@ def find_sources(targets, read_cgroup, run, scope_units=(), scope_containers=(),
             continue
         if unit and unit not in own_units:
             units.setdefault(unit, []).append(record['pid'])
+    if ancestors is None:
+        # Imported here, where a host is read: the controller takes only KINDS from this file, and the process
+        # tree brings psutil, which the controller's filters do not need.
+        from .._host.proctree import ancestors  # pylint: disable=import-outside-toplevel
     inspector = Inspector(run, runtimes, ancestors)
     confirmed = []
     for (runtime, container_id), (container, pids) in sorted(containers.items(), key=lambda item: item[0]):

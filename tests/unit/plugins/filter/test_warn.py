@@ -48,5 +48,27 @@ def test_refuses_what_is_not_a_list_of_strings(value, shown):
     assert shown == []
 
 
+def test_with_a_key_the_list_under_it_is_shown_and_the_mapping_comes_back(shown):
+    summary = {'host': 'gpu1', 'free': True, 'unit_warnings': ['gpu_reclaim_stop_units: llama matches nothing']}
+    assert warn(summary, 'unit_warnings') is summary
+    assert shown == ['gpu_reclaim_stop_units: llama matches nothing']
+
+
+def test_with_a_key_a_mapping_without_it_shows_nothing(shown):
+    assert warn({'host': 'gpu1'}, 'unit_warnings') == {'host': 'gpu1'}
+    assert shown == []
+
+
+@pytest.mark.parametrize('value, key, message', [
+    (['llama'], 'unit_warnings', r'^warn: with a key, the input must be a mapping; got: list$'),
+    ({'unit_warnings': 'llama'}, 'unit_warnings', r"^warn: the value of unit_warnings must be a list of strings; got: 'llama'$"),
+    ({'unit_warnings': []}, 3, r'^warn: the key must be a string; got: 3$'),
+])
+def test_with_a_key_refuses_what_holds_no_list_of_strings(value, key, message, shown):
+    with pytest.raises(TypeError, match=message):
+        warn(value, key)
+    assert shown == []
+
+
 def test_registered():
     assert FilterModule().filters() == {'warn': warn}

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpuops.reclaim.plugins.module_utils._host import proctree as _proctree
 from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import container as _container
 from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import kind as _kind
 from ansible_collections.gpuops.reclaim.plugins.module_utils._sources import registry as _sources
@@ -229,7 +230,7 @@ def test_the_real_process_tree_confirms_a_descendant(spawned):
     child = spawned('import time; time.sleep(30)')
     run = TableRunner([(DOCKER_INSPECT, (0, inspected(os.getpid(), 'always'), ''))])
     assert _container.confirm_container('docker', {'runtime': 'docker', 'id': C}, [child.pid], run,
-                                        _sources.live_ancestors) == ('always', None)
+                                        _proctree.ancestors) == ('always', None)
 
 
 def test_every_kind_has_its_own_metric_name_in_the_order_the_metrics_keep():
