@@ -56,6 +56,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -279,8 +280,19 @@ def timed(command, env, log_path, timeout=900):
         out.write(('\n$ %s\n' % ' '.join(command)).encode())
         out.flush()
         began = time.perf_counter()
-        proc = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        # A blocking wait sees the end when it comes: Popen.wait(timeout) polls, every 50 ms once it has waited
+        # a while, and would round every figure up to its next poll. The timer enforces the timeout instead.
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            proc.wait()
+        finally:
+            watchdog.cancel()
         seconds = time.perf_counter() - began
+    if seconds >= timeout:
+        raise RuntimeError('%s ran past its %d s and was killed; see %s' % (
+            os.path.basename(command[0]), timeout, os.path.relpath(log_path, ROOT)))
     if proc.returncode != 0:
         raise RuntimeError('%s failed with status %d; see %s' % (
             os.path.basename(command[0]), proc.returncode, os.path.relpath(log_path, ROOT)))

@@ -31,7 +31,8 @@ RESULTS = ('first_look', 'keep_found', 'units_found', 'units_stopped', 'containe
 
 
 # The plan of a run whose preflight did not run.
-NOTHING = {'look_files': [], 'stage_files': [], 'summary_files': [], 'run_files': [], 'stages': {'keep_found': False, 'prove': False}}
+NOTHING = {'look_files': [], 'stage_files': [], 'summary_files': [], 'summary_in_look': False, 'run_files': [],
+           'stages': {'keep_found': False, 'prove': False}}
 
 
 def _listed(value):
@@ -222,6 +223,11 @@ def role_plan(state):
                         look.get('gpus') or [], results)
     summary_files = ['summary_keep'] + (['report'] if variables.get('report_dir') else []) + (
         ['metrics'] if variables.get('metrics_textfile_dir') and not state['check_mode'] else [])
+    # With the release as the look and no reset allowed, no stage can follow the release (stages_to_run: the
+    # release proves the GPUs free itself, or nothing is to be proven): the look's loop keeps and saves the
+    # summary too, and the stage loop has nothing to include.
+    summary_in_look = (settings['look_in_release'] and not truth(variables.get('allow_reset'))
+                       and not state.get('error') and not files)
     return {
         'look': look,
         'look_failed': failed_look,
@@ -234,11 +240,13 @@ def role_plan(state):
         'look_files': [] if state.get('error') else (
             (['dependencies'] if settings['install'] else [])
             + (['release'] if settings['look_in_release'] else ['first_look'])
-            + (['keep_found'] if _listed(variables.get('keep_units')) else [])),
+            + (['keep_found'] if _listed(variables.get('keep_units')) else [])
+            + (summary_files if summary_in_look else [])),
         'stage_files': files,
         'summary_files': summary_files,
-        # The stage loop's: the stages, then the summary's keeping and saving.
-        'run_files': files + summary_files,
+        'summary_in_look': summary_in_look,
+        # The stage loop's: the stages, then the summary's keeping and saving (unless the look's loop has them).
+        'run_files': files + ([] if summary_in_look else summary_files),
         'stages': {
             'keep_found': bool(_listed(variables.get('keep_units'))) and not failed_look,
             # After a stop on a host that was free, only when something was stopped; never after a failed

@@ -26,7 +26,7 @@ def test_the_filters_are_registered():
 
 
 def test_a_plan_and_a_summary_from_the_state():
-    assert role_plan(state())['look_files'] == ['release']
+    assert role_plan(state())['look_files'] == ['release', 'summary_keep']
     summary = role_summary(state(), '10.0', 12.5)
     assert summary['host'] == 'gpu07' and summary['total_seconds'] == 2.5 and summary['error'] == ''
 

@@ -43,7 +43,7 @@ def release(free, released=(), **more):
 
 
 def stages(plan):
-    return plan['look_files'] + plan['stage_files']
+    return [name for name in plan['look_files'] + plan['stage_files'] if name not in plan['summary_files']]
 
 
 @pytest.mark.parametrize('value, expected', [('false', False), ('True', True), ('yes', True), (0, False), ([1], True)])
@@ -75,8 +75,9 @@ def test_the_release_is_the_first_look_only_when_the_tags_select_it(run_tags, sk
 
 def test_before_the_first_look_the_release_is_the_look():
     plan = role_plan(state())
-    assert plan['look_files'] == ['release']
-    assert plan['summary_files'] == ['summary_keep']
+    # Nothing can follow it: the look's loop keeps the summary too, and the stage loop has nothing.
+    assert plan['look_files'] == ['release', 'summary_keep'] and plan['summary_in_look']
+    assert plan['summary_files'] == ['summary_keep'] and plan['run_files'] == []
     assert not plan['look_failed'] and plan['error'] == '' and plan['run_error'] == ''
     # The release proves the GPUs free itself.
     assert not plan['stages']['prove']
@@ -127,7 +128,8 @@ def test_a_release_that_proved_the_gpus_free_needs_no_proof_task():
 def test_a_variable_error_runs_no_stage():
     plan = role_plan(state(error='gpu_reclaim_scope_user: unknown'))
     assert stages(plan) == [] and plan['run_error'] == 'gpu_reclaim_scope_user: unknown'
-    assert plan['summary_files'] == ['summary_keep']
+    # No look: the stage loop keeps the summary.
+    assert plan['summary_files'] == plan['run_files'] == ['summary_keep'] and not plan['summary_in_look']
 
 
 def test_a_release_that_looked_and_failed_is_the_preflight_error():
@@ -206,8 +208,29 @@ def test_a_failed_proof_is_the_error():
 def test_outputs_follow_their_variables():
     plan = role_plan(state(report_dir='/r', metrics_textfile_dir='/m'))
     assert plan['summary_files'] == ['summary_keep', 'report', 'metrics']
-    assert plan['run_files'] == plan['stage_files'] + plan['summary_files']
+    assert plan['look_files'] == ['release', 'summary_keep', 'report', 'metrics'] and plan['run_files'] == []
+    stopping = role_plan(state(report_dir='/r', stop_units=['vllm.service']))
+    assert not stopping['summary_in_look'] and stopping['run_files'][-2:] == ['summary_keep', 'report']
+    assert stopping['run_files'] == stopping['stage_files'] + stopping['summary_files']
     assert role_plan(state(check_mode=True, metrics_textfile_dir='/m'))['summary_files'] == ['summary_keep']
+
+
+@pytest.mark.parametrize('values', [{}, {'allow_reset': True}, {'report_dir': '/r', 'metrics_textfile_dir': '/m'},
+                                    {'install_dependencies': True}, {'stop_units': ['vllm.service']}])
+@pytest.mark.parametrize('check_mode', [False, True])
+@pytest.mark.parametrize('run_tags, skip_tags', [(['all'], []), (['gpu_reclaim_release'], []), (['all'], ['gpu_reclaim_prove'])])
+def test_the_summary_is_kept_once_by_one_of_the_loops_whatever_the_look_found(values, check_mode, run_tags, skip_tags):
+    before = role_plan(state(check_mode, run_tags, skip_tags, **values))
+    for found in ({'release': release(True)}, {'release': release(False, [{'pid': 5, 'gpus': [0]}])},
+                  {'release': {'failed': True, 'msg': 'the lock is held by pid 7'}},
+                  {'first_look': {'free': False, 'nvml_available': True, 'gpus': GPUS, 'holders': []}}):
+        after = role_plan(state(check_mode, run_tags, skip_tags, **dict(values, **found)))
+        # The look's loop is worked out before the look, the stage loop after it: together, the summary once,
+        # after every stage.
+        files = before['look_files'] + after['run_files']
+        assert [name for name in files if name in after['summary_files']] == after['summary_files']
+        assert files[-len(after['summary_files']):] == after['summary_files']
+        assert after['summary_in_look'] is before['summary_in_look']
 
 
 def test_without_preflight_there_is_nothing_to_do():
