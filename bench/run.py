@@ -314,7 +314,7 @@ def bench_discovery(context):
         raise RuntimeError('discovery found %s holders, expected 100 on both sides' % data['holders_found'])
     return benchlib.entry(
         'discovery_vs_fuser_10k', data['ours_s'], data['fuser_s'],
-        'fuser -v over the same device nodes (a command, exec included); ours is _holders.discover in-process',
+        'fuser -v over the same device nodes (a command, exec included); ours is _discover.holders.discover in-process',
         context.machine, processes=data['visible_processes'], holders=data['holders'],
         spawn_seconds=data['spawn_seconds'])
 
