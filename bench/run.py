@@ -287,6 +287,11 @@ def timed(command, env, log_path, timeout=900):
         watchdog.start()
         try:
             proc.wait()
+        except BaseException:
+            # Interrupted (Ctrl-C, say): nothing would be left to end it.
+            proc.kill()
+            proc.wait()
+            raise
         finally:
             watchdog.cancel()
         seconds = time.perf_counter() - began

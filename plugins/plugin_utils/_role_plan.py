@@ -36,6 +36,9 @@ NOTHING = {'look_files': [], 'stage_files': [], 'summary_files': [], 'summary_in
 
 
 def _listed(value):
+    # A string is one name, never its characters (role_variable_errors refuses a string for a list variable).
+    if isinstance(value, str):
+        return [value] if value else []
     return list(value or [])
 
 

@@ -100,6 +100,50 @@ def known_variables(argument_specs):
     return known
 
 
+def list_variables(argument_specs):
+    """The option names of type list of every entry point of ``argument_specs``."""
+    if isinstance(argument_specs, Mapping) and 'argument_specs' in argument_specs:
+        argument_specs = argument_specs['argument_specs']
+    names = set()
+    for entry_point in (argument_specs or {}).values():
+        names.update(name for name, spec in ((entry_point or {}).get('options') or {}).items()
+                     if (spec or {}).get('type') == 'list')
+    return names
+
+
+def _kind(value):
+    # Ansible hands its values on in subclasses of the plain types (tagged strings and the like).
+    for kind, word in ((bool, 'boolean'), (str, 'string'), (Mapping, 'mapping'), (int, 'number'), (float, 'number')):
+        if isinstance(value, kind):
+            return word
+    return type(value).__name__
+
+
+def _plain(value):
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def not_lists(values, names):
+    """A line for each of ``names`` whose value in ``values`` is set and is not a list.
+
+    Role argument validation takes a string for a list and splits it at its commas, but the role reads
+    the variable itself too, and a string is no list of names there: given as ``-e name=value`` (or a
+    survey's text answer), ``vllm-*.service`` must not become the patterns ``v``, ``l``, ..., ``*``, one
+    of which matches every unit. So a list must be given as one."""
+    lines = []
+    for name in sorted(names):
+        value = values.get(name)
+        if value is None or isinstance(value, (list, tuple)):
+            continue
+        lines.append('%s: must be a list, such as ["vllm.service"]; got the %s %r. On the command line, give it as '
+                     'JSON: -e \'{"%s": [...]}\'' % (name, _kind(value), _plain(value), name))
+    return lines
+
+
 def unknown_variables(names, known):
     """A line for each of ``names`` that starts with ``gpu_reclaim_`` and is not ``known``, with the nearest
     known name."""
@@ -240,4 +284,7 @@ def variable_errors(values, argument_specs):
     if not isinstance(values, Mapping):
         raise TypeError('role_variable_errors: the input must map the role\'s variables to their values; got: %s'
                         % type(values).__name__)
-    return unknown_variables(values, known_variables(argument_specs)) + value_errors(dict(values))
+    unknown = unknown_variables(values, known_variables(argument_specs))
+    lists = not_lists(values, list_variables(argument_specs))
+    # The other checks read these as lists.
+    return unknown + (lists or value_errors(dict(values)))

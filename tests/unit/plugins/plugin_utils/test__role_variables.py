@@ -16,6 +16,7 @@ import yaml
 
 from ansible_collections.gpuops.reclaim.plugins.plugin_utils._role_variables import (
     known_variables,
+    list_variables,
     unknown_variables,
     value_errors,
     variable_errors,
@@ -151,6 +152,34 @@ def test_every_error_is_reported_at_once():
                                       gpu_reclaim_allow_holders=['']), SPECS)
     assert [error.split(':')[0].split('[')[0] for error in errors] == [
         'gpu_reclaim_scope_user', 'gpu_reclaim_settle_seconds', 'gpu_reclaim_allow_holders']
+
+
+class Tagged(str):
+    """As Ansible hands a string on: a subclass of str."""
+
+
+@pytest.mark.parametrize('name, value, kind', [
+    ('gpu_reclaim_stop_units', Tagged('vllm-*.service'), 'string'),
+    ('gpu_reclaim_stop_units', '["vllm-*.service"]', 'string'),
+    ('gpu_reclaim_protect_units', 'dcgm.service', 'string'),
+    ('gpu_reclaim_stop_containers', 'vllm', 'string'),
+    ('gpu_reclaim_gpus', 0, 'number'),
+    ('gpu_reclaim_harden_units', True, 'boolean'),
+    ('gpu_reclaim_keep_units', {'vllm.service': True}, 'mapping'),
+])
+def test_a_list_given_as_anything_else_is_refused_with_its_json_form(name, value, kind):
+    # As -e name=value gives it: a string, whose characters the role would otherwise read as patterns.
+    errors = variable_errors(defaults(**{name: value}), SPECS)
+    plain = str(value) if isinstance(value, str) else value
+    assert errors == ['%s: must be a list, such as ["vllm.service"]; got the %s %r. On the command line, give it as '
+                      'JSON: -e \'{"%s": [...]}\'' % (name, kind, plain, name)]
+
+
+def test_every_list_variable_of_the_role_is_checked_as_one():
+    names = list_variables(SPECS)
+    assert {'gpu_reclaim_stop_units', 'gpu_reclaim_harden_units', 'gpu_reclaim_keep_units', 'gpu_reclaim_unprotect',
+            'gpu_reclaim_protect_units', 'gpu_reclaim_stop_containers', 'gpu_reclaim_gpus'} <= names
+    assert variable_errors(defaults(**dict((name, None) for name in names)), SPECS) == []
 
 
 @pytest.mark.parametrize('values, specs, message', [
