@@ -86,29 +86,26 @@ class VariableError(ValueError):
     """One bad variable: the message names it and the value."""
 
 
-def known_variables(argument_specs):
-    """The option names of every entry point of ``argument_specs`` (``meta/argument_specs.yml``), and the role's
-    own facts."""
+def _options(argument_specs):
+    """(name, spec) of every option of every entry point of ``argument_specs`` (``meta/argument_specs.yml``)."""
     if isinstance(argument_specs, Mapping) and 'argument_specs' in argument_specs:
         argument_specs = argument_specs['argument_specs']
     if not isinstance(argument_specs, Mapping):
         raise TypeError('role_variable_errors: argument_specs must be the mapping of meta/argument_specs.yml; '
                         'got: %s' % type(argument_specs).__name__)
-    known = set(ROLE_FACTS)
     for entry_point in argument_specs.values():
-        known.update((entry_point or {}).get('options') or {})
-    return known
+        for name, spec in ((entry_point or {}).get('options') or {}).items():
+            yield name, spec or {}
+
+
+def known_variables(argument_specs):
+    """The option names of every entry point of ``argument_specs``, and the role's own facts."""
+    return set(ROLE_FACTS) | set(name for name, spec in _options(argument_specs))
 
 
 def list_variables(argument_specs):
     """The option names of type list of every entry point of ``argument_specs``."""
-    if isinstance(argument_specs, Mapping) and 'argument_specs' in argument_specs:
-        argument_specs = argument_specs['argument_specs']
-    names = set()
-    for entry_point in (argument_specs or {}).values():
-        names.update(name for name, spec in ((entry_point or {}).get('options') or {}).items()
-                     if (spec or {}).get('type') == 'list')
-    return names
+    return set(name for name, spec in _options(argument_specs) if spec.get('type') == 'list')
 
 
 def _kind(value):
